@@ -1,0 +1,38 @@
+#include "backends/cpu/kernel.h"
+
+namespace vlrt {
+
+const Tensor& KernelContext::input(size_t i) const {
+  if (!has_input(i)) fail("required input ", i, " is missing");
+  return *inputs_[i];
+}
+
+Tensor& KernelContext::output(size_t i) {
+  if (!has_output(i)) fail("output ", i, " is not produced by this node");
+  return *outputs_[i];
+}
+
+const CpuKernelTable& cpu_kernels() {
+  static const CpuKernelTable table = [] {
+    CpuKernelTable t;
+    register_elementwise_kernels(t);
+    register_linalg_kernels(t);
+    register_normalization_kernels(t);
+    register_reduction_kernels(t);
+    register_spatial_kernels(t);
+    register_tensor_kernels(t);
+    register_loss_kernels(t);
+    register_misc_kernels(t);
+    return t;
+  }();
+  return table;
+}
+
+const CpuKernel* find_cpu_kernel(const std::string& domain, const std::string& op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  auto& t = cpu_kernels();
+  auto it = t.find(op_type);
+  return it == t.end() ? nullptr : &it->second;
+}
+
+}  // namespace vlrt

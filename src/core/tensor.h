@@ -1,0 +1,103 @@
+// A tensor: dtype, shape, device and a reference to memory its backend owns.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace vlrt {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& s);
+
+enum class DeviceKind { cpu, opencl };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+  std::string str() const;  // "cpu", "cpu:1", "opencl:0"
+  bool operator==(const Device&) const = default;
+};
+
+// A block of memory owned by one device. The release function gives it back.
+struct Buffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+  Device device;
+  std::function<void(void*)> release;
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates uninitialised host memory (64-byte aligned).
+  Tensor(DType dtype, Shape shape);
+  // A view of `bytes` of an existing buffer starting at `offset`.
+  Tensor(DType dtype, Shape shape, std::shared_ptr<Buffer> buffer, size_t offset);
+
+  static Tensor zeros(DType dtype, Shape shape);
+  template <class T> static Tensor from_vector(const std::vector<T>& v, Shape shape) {
+    Tensor t(dtype_v<T>, std::move(shape));
+    VLRT_CHECK(t.numel() == int64_t(v.size()), "from_vector: ", v.size(), " values for shape ",
+               shape_str(t.shape()));
+    for (size_t i = 0; i < v.size(); i++) t.data<T>()[i] = v[i];
+    return t;
+  }
+  template <class T> static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
+
+  bool defined() const { return buffer_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return int(shape_.size()); }
+  // Size of axis i; negative i counts from the end.
+  int64_t dim(int i) const;
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return size_t(numel_) * dtype_size(dtype_); }
+  Device device() const;
+  const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
+  size_t offset() const { return offset_; }
+
+  void* raw() { return static_cast<char*>(buffer_->data) + offset_; }
+  const void* raw() const { return static_cast<const char*>(buffer_->data) + offset_; }
+  template <class T> T* data() {
+    check_type(dtype_v<T>);
+    return static_cast<T*>(raw());
+  }
+  template <class T> const T* data() const {
+    check_type(dtype_v<T>);
+    return static_cast<const T*>(raw());
+  }
+
+  // Same memory, another shape with the same element count.
+  Tensor reshaped(Shape shape) const;
+  // A deep copy on the host.
+  Tensor clone() const;
+  // Integer tensor (int32/int64) values as int64, e.g. a shape or axes input.
+  std::vector<int64_t> to_int64_vector() const;
+  // Any numeric tensor's values converted to double (for tests and tolerance checks).
+  std::vector<double> to_double_vector() const;
+  std::string describe() const;  // "float32[1,3,224,224]"
+
+ private:
+  void check_type(DType t) const;
+  DType dtype_ = DType::undefined;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<Buffer> buffer_;
+  size_t offset_ = 0;
+};
+
+// Host buffer, 64-byte aligned.
+std::shared_ptr<Buffer> host_alloc(size_t bytes);
+
+}  // namespace vlrt

@@ -1,0 +1,82 @@
+// The graph IR: what a loaded model is, independent of any file format.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vlrt {
+
+struct Attribute {
+  enum class Kind { undefined, f, i, s, t, floats, ints, strings, graph };
+  Kind kind = Kind::undefined;
+  float f = 0;
+  int64_t i = 0;
+  std::string s;
+  Tensor t;
+  std::vector<float> floats;
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+};
+
+struct Node {
+  std::string name;
+  std::string op_type;
+  std::string domain;  // "" for the default ONNX domain
+  std::vector<std::string> inputs;   // "" marks an omitted optional input
+  std::vector<std::string> outputs;  // "" marks an unused optional output
+  std::map<std::string, Attribute> attrs;
+
+  bool has_attr(const std::string& name) const { return attrs.count(name) != 0; }
+  int64_t attr_int(const std::string& name, int64_t fallback) const;
+  float attr_float(const std::string& name, float fallback) const;
+  std::string attr_string(const std::string& name, const std::string& fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> fallback = {}) const;
+  // nullptr when absent.
+  const Tensor* attr_tensor(const std::string& name) const;
+  // "node 'conv1' (Conv)" for messages.
+  std::string label() const;
+};
+
+// A dimension as declared in the model: a fixed size or a symbol such as "batch".
+struct Dim {
+  int64_t value = -1;  // -1 when symbolic or unknown
+  std::string param;   // symbol name, may be empty for an anonymous dynamic dim
+};
+
+// A graph input, output or annotated intermediate value as the model declares it.
+struct ValueDecl {
+  std::string name;
+  DType dtype = DType::undefined;
+  bool has_shape = false;
+  std::vector<Dim> dims;
+  std::string describe() const;  // "float32[batch,3,224,224]"
+};
+
+struct Graph {
+  std::vector<Node> nodes;  // topologically sorted after load
+  std::vector<ValueDecl> inputs;   // runtime inputs only (initializers removed)
+  std::vector<ValueDecl> outputs;
+  std::vector<ValueDecl> value_infos;
+  std::unordered_map<std::string, Tensor> initializers;
+};
+
+struct Model {
+  std::string path;
+  int64_t ir_version = 0;
+  std::string producer;
+  std::map<std::string, int64_t> opsets;  // domain -> version ("" is the ONNX domain)
+  Graph graph;
+  int64_t opset() const;  // default-domain opset
+};
+
+// Orders nodes so that each runs after the producers of its inputs.
+// Fails naming a node whose input nothing produces, or a cycle.
+void topo_sort(Graph& g);
+
+}  // namespace vlrt

@@ -1,0 +1,8 @@
+#include "ops/op_schema.h"
+#include "ops/shape_util.h"
+
+namespace vlrt {
+
+void register_normalization_schemas(SchemaTable& t) { (void)t; }
+
+}  // namespace vlrt

@@ -1,0 +1,63 @@
+#include "ops/op_schema.h"
+
+namespace vlrt {
+
+InferContext::InferContext(const Node& node, int64_t opset, std::vector<const ValueInfo*> inputs)
+    : node(node), opset(opset), outputs(node.outputs.size()), inputs_(std::move(inputs)) {}
+
+const ValueInfo& InferContext::input(size_t i) const {
+  if (!has_input(i)) fail("required input ", i, " is missing");
+  return *inputs_[i];
+}
+
+DType InferContext::input_dtype(size_t i) const { return input(i).dtype; }
+
+const Shape& InferContext::input_shape(size_t i) const {
+  const ValueInfo& v = input(i);
+  if (!v.shape_known) throw ShapeDeferred{};
+  return v.shape;
+}
+
+const Tensor& InferContext::input_value(size_t i) const {
+  const ValueInfo& v = input(i);
+  if (!v.value) throw ShapeDeferred{};
+  return *v.value;
+}
+
+const Tensor* InferContext::input_value_if_known(size_t i) const {
+  if (!has_input(i)) return nullptr;
+  return inputs_[i]->value ? &*inputs_[i]->value : nullptr;
+}
+
+void InferContext::set_output(size_t i, DType dtype, Shape shape) {
+  VLRT_CHECK(i < outputs.size(), "output ", i, " does not exist (the node has ", outputs.size(), ")");
+  for (int64_t d : shape) VLRT_CHECK(d >= 0, "inferred a negative dimension: ", shape_str(shape));
+  outputs[i].dtype = dtype;
+  outputs[i].shape = std::move(shape);
+  outputs[i].shape_known = true;
+}
+
+const SchemaTable& op_schemas() {
+  static const SchemaTable table = [] {
+    SchemaTable t;
+    register_elementwise_schemas(t);
+    register_linalg_schemas(t);
+    register_normalization_schemas(t);
+    register_reduction_schemas(t);
+    register_spatial_schemas(t);
+    register_tensor_schemas(t);
+    register_loss_schemas(t);
+    register_misc_schemas(t);
+    return t;
+  }();
+  return table;
+}
+
+const OpSchema* find_schema(const std::string& domain, const std::string& op_type) {
+  if (!domain.empty() && domain != "ai.onnx") return nullptr;
+  auto& t = op_schemas();
+  auto it = t.find(op_type);
+  return it == t.end() ? nullptr : &it->second;
+}
+
+}  // namespace vlrt

@@ -1,0 +1,89 @@
+// Op semantics independent of any backend: input counts and shape/dtype inference.
+//
+// Adding an op: write its infer function in src/ops/<family>.cpp and add it to that
+// file's register_* function; write its CPU kernel in src/backends/cpu/ops/<family>.cpp.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// What is known about a value before it is computed.
+struct ValueInfo {
+  DType dtype = DType::undefined;
+  bool shape_known = false;
+  Shape shape;
+  // Known contents, on the host: initializers, folded constants, or the real value
+  // at execution time.
+  std::optional<Tensor> value;
+};
+
+// Thrown by an infer function that needs a value or shape not known yet (e.g. the
+// output shape of NonZero, or Reshape whose target shape depends on data). The
+// shape-inference pass leaves such outputs unknown; execution infers them again
+// with real values.
+struct ShapeDeferred {};
+
+class InferContext {
+ public:
+  InferContext(const Node& node, int64_t opset, std::vector<const ValueInfo*> inputs);
+
+  const Node& node;
+  const int64_t opset;
+
+  // Number of inputs named by the node, including omitted optional ones.
+  size_t input_count() const { return inputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  DType input_dtype(size_t i) const;
+  // Throws ShapeDeferred if not known yet.
+  const Shape& input_shape(size_t i) const;
+  // The input's contents; throws ShapeDeferred when not known before execution.
+  const Tensor& input_value(size_t i) const;
+  // nullptr when not known.
+  const Tensor* input_value_if_known(size_t i) const;
+
+  size_t output_count() const { return outputs.size(); }
+  void set_output(size_t i, DType dtype, Shape shape);
+
+  std::vector<ValueInfo> outputs;
+
+ private:
+  const ValueInfo& input(size_t i) const;
+  std::vector<const ValueInfo*> inputs_;
+};
+
+using InferFn = void (*)(InferContext&);
+
+struct OpSchema {
+  InferFn infer = nullptr;
+  int min_inputs = 1;
+  int max_inputs = 1;  // -1: variadic
+  // >= 0: output 0 is a view of this input's memory (Reshape, Squeeze, Identity ...);
+  // the executor aliases instead of running a kernel.
+  int alias_input = -1;
+};
+
+using SchemaTable = std::map<std::string, OpSchema>;
+
+// All ops of the default ONNX domain that vlrt knows.
+const SchemaTable& op_schemas();
+// nullptr when unknown.
+const OpSchema* find_schema(const std::string& domain, const std::string& op_type);
+
+// Family registration, one per file of src/ops/.
+void register_elementwise_schemas(SchemaTable& t);
+void register_linalg_schemas(SchemaTable& t);
+void register_normalization_schemas(SchemaTable& t);
+void register_reduction_schemas(SchemaTable& t);
+void register_spatial_schemas(SchemaTable& t);
+void register_tensor_schemas(SchemaTable& t);
+void register_loss_schemas(SchemaTable& t);
+void register_misc_schemas(SchemaTable& t);
+
+}  // namespace vlrt

@@ -1,0 +1,21 @@
+// Shape arithmetic shared by infer functions and kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vlrt {
+
+// Multidirectional (NumPy) broadcasting as the ONNX spec defines it; fails naming both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+// Axis in [-rank, rank) to [0, rank); fails with the op's context otherwise.
+int64_t normalize_axis(int64_t axis, int64_t rank);
+// Row-major strides in elements.
+std::vector<int64_t> contiguous_strides(const Shape& s);
+// Strides of `in` as seen from an output of shape `out` under broadcasting
+// (0 on broadcast axes); `in` is right-aligned to `out`.
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+
+}  // namespace vlrt

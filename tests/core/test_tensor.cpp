@@ -1,0 +1,47 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "ops/shape_util.h"
+
+namespace vlrt {
+
+TEST(Tensor, ShapeAndView) {
+  Tensor t = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(t.numel(), 6);
+  EXPECT_EQ(t.dim(-1), 3);
+  Tensor v = t.reshaped({3, 2});
+  EXPECT_EQ(v.data<float>()[5], 6.0f);
+  EXPECT_THROW(t.reshaped({4, 2}), Error);
+  EXPECT_THROW(t.data<int64_t>(), Error);
+}
+
+TEST(Half, RoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f}) {
+    float back = half_to_float(float_to_half(f));
+    EXPECT_NEAR(back, f, std::abs(f) * 1e-3 + 1e-8) << f;
+  }
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(1e6f))));
+}
+
+TEST(Broadcast, OnnxRules) {
+  EXPECT_EQ(broadcast_shapes({2, 3, 4, 5}, {5}), (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(broadcast_shapes({1, 4, 5}, {2, 3, 1, 1}), (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(broadcast_shapes({}, {3}), (Shape{3}));
+  EXPECT_EQ(broadcast_shapes({0, 3}, {1, 3}), (Shape{0, 3}));
+  EXPECT_THROW(broadcast_shapes({1, 900, 4}, {1, 900, 256}), Error);
+}
+
+TEST(ThreadPool, CoversRangeOnce) {
+  ThreadPool pool(3);
+  std::vector<int> hits(1000, 0);
+  for (int rep = 0; rep < 20; rep++)
+    pool.parallel_for(1000, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; i++) hits[i]++;
+    });
+  for (int h : hits) EXPECT_EQ(h, 20);
+}
+
+}  // namespace vlrt

@@ -1,0 +1,75 @@
+// Helpers for op tests: build a node, run it on the CPU, compare tensors.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "exec/run_node.h"
+
+namespace vlrt::test {
+
+inline Attribute attr_i(int64_t v) { Attribute a; a.kind = Attribute::Kind::i; a.i = v; return a; }
+inline Attribute attr_f(float v) { Attribute a; a.kind = Attribute::Kind::f; a.f = v; return a; }
+inline Attribute attr_s(std::string v) { Attribute a; a.kind = Attribute::Kind::s; a.s = std::move(v); return a; }
+inline Attribute attr_ints(std::vector<int64_t> v) { Attribute a; a.kind = Attribute::Kind::ints; a.ints = std::move(v); return a; }
+inline Attribute attr_floats(std::vector<float> v) { Attribute a; a.kind = Attribute::Kind::floats; a.floats = std::move(v); return a; }
+inline Attribute attr_t(Tensor v) { Attribute a; a.kind = Attribute::Kind::t; a.t = std::move(v); return a; }
+
+// A node named "n" with inputs "in0".."inK" (an undefined Tensor marks an omitted
+// input) and `num_outputs` outputs.
+inline Node make_node(const std::string& op, size_t num_inputs, size_t num_outputs,
+                      std::map<std::string, Attribute> attrs = {}) {
+  Node n;
+  n.name = "n";
+  n.op_type = op;
+  for (size_t i = 0; i < num_inputs; i++) n.inputs.push_back("in" + std::to_string(i));
+  for (size_t i = 0; i < num_outputs; i++) n.outputs.push_back("out" + std::to_string(i));
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+inline ThreadPool& test_pool() {
+  static ThreadPool pool(2);
+  return pool;
+}
+
+// Runs `op` on the given inputs (undefined tensors are omitted optional inputs).
+inline std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
+                                  std::map<std::string, Attribute> attrs = {}, size_t num_outputs = 1,
+                                  int64_t opset = 17) {
+  Node n = make_node(op, inputs.size(), num_outputs, std::move(attrs));
+  std::vector<const Tensor*> ptrs;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (inputs[i].defined()) {
+      ptrs.push_back(&inputs[i]);
+    } else {
+      ptrs.push_back(nullptr);
+      n.inputs[i] = "";
+    }
+  }
+  return run_node_cpu(n, opset, ptrs, test_pool());
+}
+
+inline Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
+inline Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
+
+// Asserts same dtype, same shape and values within atol + rtol*|expected|.
+inline void expect_close(const Tensor& actual, const Tensor& expected, double atol = 1e-5, double rtol = 1e-4) {
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << actual.describe() << " vs " << expected.describe();
+  ASSERT_EQ(actual.shape(), expected.shape()) << actual.describe() << " vs " << expected.describe();
+  auto a = actual.to_double_vector();
+  auto e = expected.to_double_vector();
+  for (size_t i = 0; i < a.size(); i++) {
+    if (std::isnan(e[i])) {
+      EXPECT_TRUE(std::isnan(a[i])) << "at " << i;
+      continue;
+    }
+    EXPECT_NEAR(a[i], e[i], atol + rtol * std::abs(e[i])) << "at flat index " << i;
+  }
+}
+
+}  // namespace vlrt::test
