@@ -1,0 +1,43 @@
+# vlrt: `make demo` and `make test` work on a fresh Debian 12 machine.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+
+# Everything the build, the tests and the demo need, from Debian.
+DEB_PACKAGES = build-essential cmake pkg-config git ca-certificates \
+  libopenblas-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libstb-dev \
+  libssl-dev libcurl4-openssl-dev libcpp-httplib-dev libonnx-testdata \
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build test demo clean sanitize
+
+all: build
+
+# Installs only what is missing, so a second run does nothing.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:" $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "dependencies: all installed"; fi
+
+build:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: deps build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+# Sanitizer build and its test run (address + undefined behaviour).
+sanitize: deps
+	$(MAKE) build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DVLRT_SANITIZE=ON"
+	ctest --test-dir build-asan --output-on-failure -j$(JOBS) -E conformance
+
+demo: deps build
+	./$(BUILD)/vlrt info models/tiny/tiny_cnn.onnx
+	./$(BUILD)/vlrt run models/tiny/tiny_cnn.onnx --input image=models/tiny/image.npy --output-dir out/demo
+
+clean:
+	rm -rf $(BUILD) build-asan out

@@ -1,0 +1,119 @@
+// vlrt bench MODEL: latency and memory on random inputs.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "apps/commands.h"
+#include "core/dispatch.h"
+#include "exec/session.h"
+#include "load/onnx_loader.h"
+
+namespace vlrt {
+
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<std::string> shapes;
+  int runs = 10;
+  int warmup = 2;
+  int threads = 0;
+  bool json = false;
+};
+
+// Random values for one input: floats in [-1, 1), integers in [0, 10) (valid ids
+// and positions for text models), masks all true.
+Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
+  Tensor t(dtype, shape);
+  if (dtype == DType::boolean) {
+    std::fill_n(t.data<bool>(), t.numel(), true);
+  } else if (dtype == DType::f16) {
+    std::uniform_real_distribution<float> d(-1, 1);
+    auto p = static_cast<uint16_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); i++) p[i] = float_to_half(d(rng));
+  } else {
+    dispatch_numeric(dtype, [&]<class T>() {
+      T* p = t.data<T>();
+      if constexpr (std::is_floating_point_v<T>) {
+        std::uniform_real_distribution<double> d(-1, 1);
+        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
+      } else {
+        std::uniform_int_distribution<int> d(0, 9);
+        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
+      }
+    });
+  }
+  return t;
+}
+
+void bench(const BenchArgs& a) {
+  Model model = load_onnx(a.model);
+  std::map<std::string, Shape> given;
+  for (auto& s : a.shapes) {
+    auto [name, shape] = parse_shape_arg(s);
+    given[name] = shape;
+  }
+  std::mt19937 rng(1234);
+  TensorMap inputs;
+  for (auto& d : model.graph.inputs) {
+    Shape shape;
+    if (given.count(d.name)) {
+      shape = given[d.name];
+    } else {
+      for (auto& dim : d.dims) {
+        if (dim.value < 0)
+          fail("input '", d.name, "' is ", d.describe(), "; give its shape with --input ", d.name,
+               "=", "1x...");
+        shape.push_back(dim.value);
+      }
+    }
+    inputs[d.name] = random_input(d.dtype, shape, rng);
+  }
+  for (auto& [name, s] : given)
+    if (!inputs.count(name)) fail("--input ", name, ": the model has no input of that name");
+
+  Session session(std::move(model), SessionOptions{a.threads});
+  for (int i = 0; i < a.warmup; i++) session.run(inputs);
+  std::vector<double> ms;
+  for (int i = 0; i < a.runs; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    session.run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  int64_t peak = int64_t(ru.ru_maxrss) * 1024;
+  if (a.json) {
+    nlohmann::json j = {{"model", a.model},          {"threads", session.pool().size()},
+                        {"runs", a.runs},            {"min_ms", ms.front()},
+                        {"median_ms", pct(0.5)},     {"p90_ms", pct(0.9)},
+                        {"peak_rss_bytes", peak}};
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("%s: %d runs, %d threads\n  min %.2f ms   median %.2f ms   p90 %.2f ms\n  peak RSS %s\n",
+                a.model.c_str(), a.runs, session.pool().size(), ms.front(), pct(0.5), pct(0.9),
+                human_bytes(double(peak)).c_str());
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  static BenchArgs a;
+  auto* cmd = app.add_subcommand("bench", "Measure latency (min/median/p90) and peak memory on random inputs");
+  cmd->add_option("model", a.model, "ONNX model file")->required();
+  cmd->add_option("-i,--input", a.shapes, "NAME=SHAPE (e.g. images=1x3x224x224) for inputs with dynamic dims");
+  cmd->add_option("-n,--runs", a.runs, "timed runs")->check(CLI::Range(1, 100000));
+  cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
+  cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
+  cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->callback([] { bench(a); });
+}
+
+}  // namespace vlrt

@@ -1,0 +1,65 @@
+// vlrt info MODEL: what a model declares and whether vlrt can run it.
+#include <iostream>
+
+#include "apps/commands.h"
+#include "backends/cpu/kernel.h"
+#include "load/onnx_loader.h"
+#include "ops/op_schema.h"
+
+namespace vlrt {
+
+namespace {
+
+void print_info(const std::string& path) {
+  Model m = load_onnx(path);
+  std::cout << "model:     " << path << "\n";
+  std::cout << "ir:        " << m.ir_version << (m.producer.empty() ? "" : "  producer: " + m.producer) << "\n";
+  std::cout << "opsets:   ";
+  for (auto& [domain, v] : m.opsets) std::cout << " " << (domain.empty() ? "ai.onnx" : domain) << "=" << v;
+  std::cout << "\n\ninputs:\n";
+  for (auto& v : m.graph.inputs) std::cout << "  " << v.name << ": " << v.describe() << "\n";
+  std::cout << "outputs:\n";
+  for (auto& v : m.graph.outputs) std::cout << "  " << v.name << ": " << v.describe() << "\n";
+
+  int64_t params = 0;
+  size_t bytes = 0;
+  for (auto& [name, t] : m.graph.initializers) {
+    params += t.numel();
+    bytes += t.nbytes();
+  }
+  std::cout << "\nparameters: " << params << " (" << human_bytes(double(bytes)) << " in "
+            << m.graph.initializers.size() << " initializers)\n";
+
+  std::map<std::string, int> histogram;
+  std::map<std::string, int> missing;
+  for (auto& n : m.graph.nodes) {
+    std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+    histogram[key]++;
+    const OpSchema* s = find_schema(n.domain, n.op_type);
+    bool ok = s && (find_cpu_kernel(n.domain, n.op_type) || s->alias_input >= 0);
+    if (!ok) missing[key]++;
+  }
+  std::cout << "nodes:      " << m.graph.nodes.size() << "\n";
+  std::vector<std::pair<int, std::string>> sorted;
+  for (auto& [op, n] : histogram) sorted.push_back({-n, op});
+  std::sort(sorted.begin(), sorted.end());
+  for (auto& [n, op] : sorted) std::cout << "  " << op << std::string(op.size() < 24 ? 24 - op.size() : 1, ' ') << -n << "\n";
+  if (missing.empty()) {
+    std::cout << "\nunsupported ops: none (every node has a CPU kernel)\n";
+  } else {
+    std::cout << "\nunsupported ops:";
+    for (auto& [op, n] : missing) std::cout << " " << op << " (" << n << " nodes)";
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Show a model's inputs, outputs, opset, op histogram, parameters and unsupported ops");
+  static std::string model;
+  cmd->add_option("model", model, "ONNX model file")->required();
+  cmd->callback([] { print_info(model); });
+}
+
+}  // namespace vlrt

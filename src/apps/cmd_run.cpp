@@ -1,0 +1,68 @@
+// vlrt run MODEL --input NAME=FILE.npy ... --output-dir DIR
+#include <filesystem>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "exec/session.h"
+#include "io/npy.h"
+#include "load/onnx_loader.h"
+
+namespace vlrt {
+
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  int threads = 0;
+};
+
+// A short look at a tensor: dtype, shape, a few values and the range.
+std::string summarize(const Tensor& t) {
+  std::vector<double> v = t.to_double_vector();
+  std::string s = t.describe();
+  if (v.empty()) return s;
+  double lo = v[0], hi = v[0];
+  for (double x : v) lo = std::min(lo, x), hi = std::max(hi, x);
+  s += cat("  min ", lo, " max ", hi, "  [");
+  for (size_t i = 0; i < std::min<size_t>(v.size(), 6); i++) s += cat(i ? ", " : "", v[i]);
+  return s + (v.size() > 6 ? ", ...]" : "]");
+}
+
+void run(const RunArgs& a) {
+  TensorMap inputs;
+  for (auto& arg : a.inputs) {
+    auto [name, path] = parse_name_value(arg, "--input");
+    if (inputs.count(name)) fail("input '", name, "' is given twice");
+    inputs[name] = read_npy(path);
+  }
+  Session session(load_onnx(a.model), SessionOptions{a.threads});
+  TensorMap outputs = session.run(inputs);
+  if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
+  for (auto& [name, t] : outputs) {
+    std::cout << name << ": " << summarize(t) << "\n";
+    if (!a.output_dir.empty()) {
+      std::string file = name;
+      for (char& c : file)
+        if (c == '/' || c == '\\' || c == ':') c = '_';
+      std::string path = (std::filesystem::path(a.output_dir) / (file + ".npy")).string();
+      write_npy(path, t);
+      std::cout << "  -> " << path << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  static RunArgs a;
+  auto* cmd = app.add_subcommand("run", "Run a model once on inputs from .npy files and write each output as .npy");
+  cmd->add_option("model", a.model, "ONNX model file")->required();
+  cmd->add_option("-i,--input", a.inputs, "NAME=FILE.npy for each model input");
+  cmd->add_option("-o,--output-dir", a.output_dir, "write each output as DIR/OUTPUTNAME.npy");
+  cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
+  cmd->callback([] { run(a); });
+}
+
+}  // namespace vlrt

@@ -1,0 +1,116 @@
+#include "io/npy.h"
+
+#include <cstring>
+#include <fstream>
+
+#include "load/onnx_loader.h"
+
+namespace vlrt {
+
+namespace {
+
+const char* npy_descr(DType t) {
+  switch (t) {
+    case DType::f32: return "<f4";
+    case DType::f64: return "<f8";
+    case DType::f16: return "<f2";
+    case DType::i8: return "|i1";
+    case DType::i16: return "<i2";
+    case DType::i32: return "<i4";
+    case DType::i64: return "<i8";
+    case DType::u8: return "|u1";
+    case DType::u16: return "<u2";
+    case DType::u32: return "<u4";
+    case DType::u64: return "<u8";
+    case DType::boolean: return "|b1";
+    default: return nullptr;
+  }
+}
+
+DType dtype_from_descr(const std::string& d) {
+  for (DType t : {DType::f32, DType::f64, DType::f16, DType::i8, DType::i16, DType::i32, DType::i64, DType::u8,
+                  DType::u16, DType::u32, DType::u64, DType::boolean}) {
+    std::string want = npy_descr(t);
+    // '=' (native) and '<' are the same on the little-endian machines vlrt runs on.
+    if (d == want || (want[0] == '<' && d == "=" + want.substr(1))) return t;
+  }
+  return DType::undefined;
+}
+
+// Value of `key` in the header dict, e.g. 'descr': '<f4' -> <f4.
+std::string header_field(const std::string& h, const std::string& key, const std::string& path) {
+  size_t k = h.find("'" + key + "'");
+  if (k == std::string::npos) fail(path, ": .npy header has no '", key, "'");
+  size_t colon = h.find(':', k);
+  size_t start = h.find_first_not_of(' ', colon + 1);
+  if (h[start] == '\'') return h.substr(start + 1, h.find('\'', start + 1) - start - 1);
+  if (h[start] == '(') return h.substr(start + 1, h.find(')', start) - start - 1);
+  return h.substr(start, h.find_first_of(",}", start) - start);
+}
+
+}  // namespace
+
+Tensor read_npy(const std::string& path) {
+  std::string data = read_file(path);
+  if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) fail(path, ": not a NumPy .npy file");
+  int major = uint8_t(data[6]);
+  size_t header_len, header_start;
+  if (major == 1) {
+    header_len = uint8_t(data[8]) | (size_t(uint8_t(data[9])) << 8);
+    header_start = 10;
+  } else {
+    VLRT_CHECK(data.size() >= 12, path, ": truncated .npy header");
+    header_len = 0;
+    for (int i = 0; i < 4; i++) header_len |= size_t(uint8_t(data[8 + i])) << (8 * i);
+    header_start = 12;
+  }
+  VLRT_CHECK(header_start + header_len <= data.size(), path, ": truncated .npy header");
+  std::string h = data.substr(header_start, header_len);
+  std::string descr = header_field(h, "descr", path);
+  DType dt = dtype_from_descr(descr);
+  if (dt == DType::undefined) fail(path, ": unsupported .npy dtype '", descr, "'");
+  if (header_field(h, "fortran_order", path) != "False")
+    fail(path, ": Fortran-order arrays are not supported; save with np.ascontiguousarray");
+  Shape shape;
+  std::string dims = header_field(h, "shape", path);
+  size_t pos = 0;
+  while (pos < dims.size()) {
+    size_t next = dims.find(',', pos);
+    std::string tok = dims.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(tok));
+    if (next == std::string::npos) break;
+    pos = next + 1;
+  }
+  Tensor t(dt, shape);
+  size_t offset = header_start + header_len;
+  if (data.size() - offset != t.nbytes())
+    fail(path, ": expected ", t.nbytes(), " bytes of data for ", t.describe(), " but found ", data.size() - offset,
+         " (the file is truncated or corrupted)");
+  if (t.nbytes()) std::memcpy(t.raw(), data.data() + offset, t.nbytes());
+  return t;
+}
+
+void write_npy(const std::string& path, const Tensor& t) {
+  const char* descr = npy_descr(t.dtype());
+  if (!descr) unsupported("cannot write ", dtype_name(t.dtype()), " to .npy");
+  std::string shape;
+  for (size_t i = 0; i < t.shape().size(); i++) shape += std::to_string(t.shape()[i]) + (t.rank() == 1 || i + 1 < t.shape().size() ? "," : "");
+  std::string h = cat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", shape, "), }");
+  size_t total = 10 + h.size() + 1;
+  h += std::string((64 - total % 64) % 64, ' ') + "\n";
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) fail(path, ": cannot open for writing");
+    f.write("\x93NUMPY\x01\x00", 8);
+    uint16_t len = uint16_t(h.size());
+    f.put(char(len & 0xff));
+    f.put(char(len >> 8));
+    f.write(h.data(), std::streamsize(h.size()));
+    f.write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
+    if (!f) fail(path, ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename temporary file into place");
+}
+
+}  // namespace vlrt

@@ -1,0 +1,344 @@
+#include "load/onnx_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <unordered_set>
+
+#include "load/proto_reader.h"
+
+namespace vlrt {
+
+namespace fs = std::filesystem;
+using W = ProtoReader::WireType;
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(path, ": no such file");
+  if (fs::is_directory(path, ec)) fail(path, ": is a directory, expected a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path, ": cannot open for reading");
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) fail(path, ": read error");
+  return data;
+}
+
+namespace {
+
+struct ExternalRef {
+  std::string location;
+  int64_t offset = 0;
+  int64_t length = -1;
+};
+
+// Fills a tensor from ONNX's typed repeated fields (used when raw_data is absent).
+template <class Dst, class Src> void copy_values(Tensor& t, const std::vector<Src>& v, const std::string& name) {
+  VLRT_CHECK(int64_t(v.size()) == t.numel(), "initializer '", name, "' has ", v.size(), " values for shape ",
+             shape_str(t.shape()));
+  Dst* d = static_cast<Dst*>(t.raw());
+  for (size_t i = 0; i < v.size(); i++) d[i] = static_cast<Dst>(v[i]);
+}
+
+Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out_name) {
+  Shape dims;
+  int32_t data_type = 0;
+  std::string name;
+  std::string_view raw;
+  bool has_raw = false;
+  std::vector<float> floats;
+  std::vector<int32_t> int32s;
+  std::vector<int64_t> int64s;
+  std::vector<double> doubles;
+  std::vector<uint64_t> uint64s;
+  ExternalRef ext;
+  bool external = false;
+  bool has_strings = false;
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    switch (field) {
+      case 1: r.read_repeated(type, [&](ProtoReader& s) { dims.push_back(s.read_int64()); }); break;
+      case 2: data_type = int32_t(r.read_varint()); break;
+      case 4: r.read_repeated(type, [&](ProtoReader& s) { floats.push_back(s.read_float()); }); break;
+      case 5: r.read_repeated(type, [&](ProtoReader& s) { int32s.push_back(int32_t(s.read_varint())); }); break;
+      case 6: r.skip(type); has_strings = true; break;
+      case 7: r.read_repeated(type, [&](ProtoReader& s) { int64s.push_back(s.read_int64()); }); break;
+      case 8: name = r.read_string(); break;
+      case 9: raw = r.read_bytes(); has_raw = true; break;
+      case 10: r.read_repeated(type, [&](ProtoReader& s) { doubles.push_back(s.read_double()); }); break;
+      case 11: r.read_repeated(type, [&](ProtoReader& s) { uint64s.push_back(s.read_varint()); }); break;
+      case 13: {
+        ProtoReader kv = r.read_message();
+        std::string key, value;
+        uint32_t f2;
+        W t2;
+        while (kv.next(f2, t2)) {
+          if (f2 == 1) key = kv.read_string();
+          else if (f2 == 2) value = kv.read_string();
+          else kv.skip(t2);
+        }
+        if (key == "location") ext.location = value;
+        else if (key == "offset") ext.offset = std::stoll(value);
+        else if (key == "length") ext.length = std::stoll(value);
+        break;
+      }
+      case 14: external = r.read_varint() == 1; break;
+      default: r.skip(type);
+    }
+  }
+  if (out_name) *out_name = name;
+  std::string label = name.empty() ? std::string("tensor") : cat("tensor '", name, "'");
+  DType dt = dtype_from_onnx(data_type);
+  if (dt == DType::string || has_strings) unsupported(label, ": string tensors are not supported");
+  if (!dtype_supported(dt)) unsupported(label, ": data type ", data_type, " is not supported");
+  for (int64_t d : dims) VLRT_CHECK(d >= 0, label, ": negative dimension in ", shape_str(dims));
+  Tensor t(dt, dims);
+  size_t nbytes = t.nbytes();
+
+  if (external) {
+    VLRT_CHECK(!ext.location.empty(), label, ": external data without a location");
+    fs::path p = fs::path(base_dir) / ext.location;
+    std::error_code ec;
+    if (!fs::exists(p, ec))
+      fail(label, ": external data file '", p.string(), "' is missing (expected beside the model)");
+    int64_t fsize = int64_t(fs::file_size(p, ec));
+    int64_t len = ext.length >= 0 ? ext.length : int64_t(nbytes);
+    VLRT_CHECK(len == int64_t(nbytes), label, ": external data length ", len, " does not match ", t.describe(),
+               " (", nbytes, " bytes)");
+    if (ext.offset < 0 || ext.offset + len > fsize)
+      fail(label, ": external data file '", p.string(), "' is ", fsize, " bytes but the tensor needs bytes ",
+           ext.offset, "..", ext.offset + len, ": the file is truncated");
+    std::ifstream f(p, std::ios::binary);
+    f.seekg(ext.offset);
+    f.read(static_cast<char*>(t.raw()), std::streamsize(nbytes));
+    VLRT_CHECK(f.good(), label, ": cannot read external data from '", p.string(), "'");
+    return t;
+  }
+  if (has_raw) {
+    VLRT_CHECK(raw.size() == nbytes, label, ": raw data is ", raw.size(), " bytes, ", t.describe(), " needs ",
+               nbytes);
+    if (nbytes) std::memcpy(t.raw(), raw.data(), nbytes);
+    return t;
+  }
+  switch (dt) {
+    case DType::f32: copy_values<float>(t, floats, name); break;
+    case DType::f64: copy_values<double>(t, doubles, name); break;
+    case DType::i64: copy_values<int64_t>(t, int64s, name); break;
+    case DType::i32: copy_values<int32_t>(t, int32s, name); break;
+    case DType::i16: copy_values<int16_t>(t, int32s, name); break;
+    case DType::i8: copy_values<int8_t>(t, int32s, name); break;
+    case DType::u16: case DType::f16: case DType::bf16: copy_values<uint16_t>(t, int32s, name); break;
+    case DType::u8: copy_values<uint8_t>(t, int32s, name); break;
+    case DType::boolean: copy_values<bool>(t, int32s, name); break;
+    case DType::u32: copy_values<uint32_t>(t, uint64s, name); break;
+    case DType::u64: copy_values<uint64_t>(t, uint64s, name); break;
+    default: unsupported(label, ": data type ", dtype_name(dt));
+  }
+  return t;
+}
+
+void parse_type(ProtoReader r, ValueDecl& v) {
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    if (field != 1) {  // sequence, map, optional: not tensors
+      r.skip(type);
+      v.dtype = DType::undefined;
+      continue;
+    }
+    ProtoReader tt = r.read_message();
+    uint32_t f2;
+    W t2;
+    while (tt.next(f2, t2)) {
+      if (f2 == 1) {
+        v.dtype = dtype_from_onnx(int32_t(tt.read_varint()));
+      } else if (f2 == 2) {
+        v.has_shape = true;
+        ProtoReader shape = tt.read_message();
+        uint32_t f3;
+        W t3;
+        while (shape.next(f3, t3)) {
+          if (f3 != 1) {
+            shape.skip(t3);
+            continue;
+          }
+          ProtoReader dim = shape.read_message();
+          Dim d;
+          uint32_t f4;
+          W t4;
+          while (dim.next(f4, t4)) {
+            if (f4 == 1) d.value = dim.read_int64();
+            else if (f4 == 2) d.param = dim.read_string();
+            else dim.skip(t4);
+          }
+          v.dims.push_back(d);
+        }
+      } else {
+        tt.skip(t2);
+      }
+    }
+  }
+}
+
+ValueDecl parse_value_info(ProtoReader r) {
+  ValueDecl v;
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    if (field == 1) v.name = r.read_string();
+    else if (field == 2) parse_type(r.read_message(), v);
+    else r.skip(type);
+  }
+  return v;
+}
+
+Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::string& name) {
+  Attribute a;
+  int32_t declared = 0;
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    switch (field) {
+      case 1: name = r.read_string(); break;
+      case 2: a.f = r.read_float(); break;
+      case 3: a.i = r.read_int64(); break;
+      case 4: a.s = r.read_string(); break;
+      case 5: a.t = parse_tensor(r.read_message(), base_dir, nullptr); break;
+      case 6: r.skip(type); declared = declared ? declared : 5; break;
+      case 7: r.read_repeated(type, [&](ProtoReader& s) { a.floats.push_back(s.read_float()); }); break;
+      case 8: r.read_repeated(type, [&](ProtoReader& s) { a.ints.push_back(s.read_int64()); }); break;
+      case 9: a.strings.push_back(r.read_string()); break;
+      case 20: declared = int32_t(r.read_varint()); break;
+      default: r.skip(type);
+    }
+  }
+  switch (declared) {
+    case 1: a.kind = Attribute::Kind::f; break;
+    case 2: a.kind = Attribute::Kind::i; break;
+    case 3: a.kind = Attribute::Kind::s; break;
+    case 4: a.kind = Attribute::Kind::t; break;
+    case 5: a.kind = Attribute::Kind::graph; break;
+    case 6: a.kind = Attribute::Kind::floats; break;
+    case 7: a.kind = Attribute::Kind::ints; break;
+    case 8: a.kind = Attribute::Kind::strings; break;
+    default: a.kind = Attribute::Kind::undefined;
+  }
+  return a;
+}
+
+Node parse_node(ProtoReader r, const std::string& base_dir) {
+  Node n;
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    switch (field) {
+      case 1: n.inputs.push_back(r.read_string()); break;
+      case 2: n.outputs.push_back(r.read_string()); break;
+      case 3: n.name = r.read_string(); break;
+      case 4: n.op_type = r.read_string(); break;
+      case 5: {
+        std::string name;
+        Attribute a = parse_attribute(r.read_message(), base_dir, name);
+        n.attrs[name] = std::move(a);
+        break;
+      }
+      case 7: n.domain = r.read_string(); break;
+      default: r.skip(type);
+    }
+  }
+  if (n.domain == "ai.onnx") n.domain.clear();
+  return n;
+}
+
+Graph parse_graph(ProtoReader r, const std::string& base_dir) {
+  Graph g;
+  std::vector<ValueDecl> declared_inputs;
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    switch (field) {
+      case 1: g.nodes.push_back(parse_node(r.read_message(), base_dir)); break;
+      case 5: {
+        std::string name;
+        Tensor t = parse_tensor(r.read_message(), base_dir, &name);
+        g.initializers[name] = std::move(t);
+        break;
+      }
+      case 11: declared_inputs.push_back(parse_value_info(r.read_message())); break;
+      case 12: g.outputs.push_back(parse_value_info(r.read_message())); break;
+      case 13: g.value_infos.push_back(parse_value_info(r.read_message())); break;
+      case 15: unsupported("sparse initializers are not supported");
+      default: r.skip(type);
+    }
+  }
+  // Before IR version 4 initializers were also listed as inputs; they are not runtime inputs.
+  for (auto& v : declared_inputs)
+    if (!g.initializers.count(v.name)) g.inputs.push_back(std::move(v));
+  int unnamed = 0;
+  for (auto& n : g.nodes)
+    if (n.name.empty()) n.name = cat(n.op_type, "_", unnamed++);
+  return g;
+}
+
+}  // namespace
+
+Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir, std::string* name) {
+  ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  return parse_tensor(r, base_dir, name);
+}
+
+Model load_onnx(const std::string& path) {
+  std::string data = read_file(path);
+  if (data.empty()) fail(path, ": the file is empty");
+  Model m;
+  m.path = path;
+  std::string base_dir = fs::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  bool has_graph = false;
+  try {
+    ProtoReader r(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+    uint32_t field;
+    W type;
+    while (r.next(field, type)) {
+      switch (field) {
+        case 1: m.ir_version = r.read_int64(); break;
+        case 2: m.producer = r.read_string(); break;
+        case 7: m.graph = parse_graph(r.read_message(), base_dir); has_graph = true; break;
+        case 8: {
+          ProtoReader op = r.read_message();
+          std::string domain;
+          int64_t version = 0;
+          uint32_t f2;
+          W t2;
+          while (op.next(f2, t2)) {
+            if (f2 == 1) domain = op.read_string();
+            else if (f2 == 2) version = op.read_int64();
+            else op.skip(t2);
+          }
+          if (domain == "ai.onnx") domain.clear();
+          m.opsets[domain] = version;
+          break;
+        }
+        default: r.skip(type);
+      }
+    }
+  } catch (const Truncated& e) {
+    fail(path, ": the file is truncated (", data.size(), " bytes; ", e.what(),
+         "). Download or export it again; `vlrt verify` checks a model against its manifest.");
+  } catch (const Unsupported& e) {
+    throw Unsupported(cat(path, ": ", e.what()));
+  } catch (const Error& e) {
+    fail(path, ": not a valid ONNX model (", e.what(), ")");
+  }
+  if (!has_graph || m.ir_version == 0)
+    fail(path, ": not an ONNX model (no graph or IR version found in ", data.size(), " bytes)");
+  if (m.opsets.empty()) m.opsets[""] = 1;
+  try {
+    topo_sort(m.graph);
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+  return m;
+}
+
+}  // namespace vlrt

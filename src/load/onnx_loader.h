@@ -1,0 +1,22 @@
+// Reads an ONNX model (protobuf) and its external data into the graph IR.
+#pragma once
+
+#include <string>
+
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// Fails with a message naming the file and what is wrong: missing, truncated,
+// not an ONNX model, external data missing or short, an unsupported data type.
+Model load_onnx(const std::string& path);
+
+// Decodes a serialized TensorProto (the .pb files of the ONNX test suite).
+// `base_dir` resolves external data locations.
+Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir = ".",
+                          std::string* name = nullptr);
+
+// Reads a whole file; fails naming the path when it cannot.
+std::string read_file(const std::string& path);
+
+}  // namespace vlrt

@@ -1,0 +1,99 @@
+// End-to-end tests of the vlrt program: success paths and every bad-input path
+// must give a clear message and a non-zero exit.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cli_util.h"
+#include "io/npy.h"
+
+namespace vlrt {
+
+using test::run_cli;
+using test::source_path;
+
+namespace {
+const std::string kTiny = source_path("models/tiny/tiny_cnn.onnx");
+const std::string kImage = source_path("models/tiny/image.npy");
+}  // namespace
+
+TEST(Cli, InfoShowsInputsOpsAndParameters) {
+  auto r = run_cli("info " + kTiny);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("image: float32[batch,3,32,32]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Conv"), std::string::npos);
+  EXPECT_NE(r.output.find("parameters: 1562"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unsupported ops: none"), std::string::npos) << r.output;
+}
+
+TEST(Cli, RunMatchesOnnxRuntime) {
+  std::string dir = test::temp_dir("cli_run");
+  auto r = run_cli("run " + kTiny + " --input image=" + kImage + " --output-dir " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Tensor probs = read_npy(dir + "/probs.npy");
+  Tensor expected = read_npy(source_path("models/tiny/expected_probs.npy"));
+  ASSERT_EQ(probs.shape(), expected.shape());
+  for (int64_t i = 0; i < probs.numel(); i++) EXPECT_NEAR(probs.data<float>()[i], expected.data<float>()[i], 1e-5);
+}
+
+TEST(Cli, RunBadInputsAreClearErrors) {
+  std::string dir = test::temp_dir("cli_bad");
+  auto missing = run_cli("run " + kTiny);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("missing input 'image' (expected float32[batch,3,32,32])"), std::string::npos)
+      << missing.output;
+
+  auto extra = run_cli("run " + kTiny + " --input image=" + kImage + " --input mask=" + kImage);
+  EXPECT_NE(extra.exit_code, 0);
+  EXPECT_NE(extra.output.find("unknown input 'mask'"), std::string::npos) << extra.output;
+
+  write_npy(dir + "/wrong.npy", Tensor::zeros(DType::f32, {1, 3, 31, 32}));
+  auto shape = run_cli("run " + kTiny + " --input image=" + dir + "/wrong.npy");
+  EXPECT_NE(shape.exit_code, 0);
+  EXPECT_NE(shape.output.find("axis 2 must be 32"), std::string::npos) << shape.output;
+
+  write_npy(dir + "/int.npy", Tensor::zeros(DType::i64, {1, 3, 32, 32}));
+  auto dtype = run_cli("run " + kTiny + " --input image=" + dir + "/int.npy");
+  EXPECT_NE(dtype.exit_code, 0);
+  EXPECT_NE(dtype.output.find("is int64[1,3,32,32] but the model expects float32"), std::string::npos)
+      << dtype.output;
+
+  auto nofile = run_cli("run /nonexistent.onnx");
+  EXPECT_NE(nofile.exit_code, 0);
+  EXPECT_NE(nofile.output.find("no such file"), std::string::npos) << nofile.output;
+}
+
+TEST(Cli, UnknownOpIsNamed) {
+  // A model with one node of an op vlrt does not know.
+  std::string dir = test::temp_dir("cli_unknown_op");
+  std::string path = dir + "/m.onnx";
+  // Hand-encoded ModelProto: ir_version 8, opset 17, graph { node { input "x" output "y" name "n0"
+  // op_type "FancyOp" } input x float[1] output y float[1] }.
+  const unsigned char bytes[] = {
+      0x08, 0x08, 0x42, 0x02, 0x10, 0x11, 0x3a, 0x39, 0x0a, 0x15, 0x0a, 0x01, 'x',  0x12, 0x01, 'y',
+      0x1a, 0x02, 'n',  '0',  0x22, 0x07, 'F',  'a',  'n',  'c',  'y',  'O',  'p',  0x2a, 0x00,
+      0x5a, 0x0f, 0x0a, 0x01, 'x',  0x12, 0x0a, 0x0a, 0x08, 0x08, 0x01, 0x12, 0x04, 0x0a, 0x02, 0x08, 0x01,
+      0x62, 0x0f, 0x0a, 0x01, 'y',  0x12, 0x0a, 0x0a, 0x08, 0x08, 0x01, 0x12, 0x04, 0x0a, 0x02, 0x08, 0x01};
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  auto info = run_cli("info " + path);
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  EXPECT_NE(info.output.find("unsupported ops: FancyOp (1 nodes)"), std::string::npos) << info.output;
+  write_npy(dir + "/x.npy", Tensor::zeros(DType::f32, {1}));
+  auto run = run_cli("run " + path + " --input x=" + dir + "/x.npy");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("node 'n0' (FancyOp): operator 'FancyOp' (opset 17) is not implemented"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(Cli, BenchPrintsJson) {
+  auto r = run_cli("bench " + kTiny + " --input image=2x3x32x32 --runs 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (auto key : {"\"min_ms\"", "\"median_ms\"", "\"p90_ms\"", "\"peak_rss_bytes\""})
+    EXPECT_NE(r.output.find(key), std::string::npos) << r.output;
+  auto need_shape = run_cli("bench " + kTiny);
+  EXPECT_NE(need_shape.exit_code, 0);
+  EXPECT_NE(need_shape.output.find("--input image="), std::string::npos) << need_shape.output;
+}
+
+}  // namespace vlrt
