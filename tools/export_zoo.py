@@ -53,9 +53,25 @@ def export(model, args, input_names, output_names, dynamic_axes, out_dir):
     print(f"{out_dir}: {params} parameters, {os.path.getsize(path) / 1e6:.1f} MB")
 
 
+def randomize(model):
+    """Random weights that give outputs of a useful scale: torchvision initializes some
+    layers to zero (ViT's head) and BatchNorm to identity statistics."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.abs().max() == 0:
+                p.normal_(0, 0.02)
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.1)
+    return model
+
+
 def export_vision(name, ctor, out):
     torch.manual_seed(0)
-    model = ctor(weights=None).eval()
+    model = randomize(ctor(weights=None)).eval()
     image = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     export(model, [image], ["image"], ["logits"], {"image": {0: "batch"}, "logits": {0: "batch"}},
            os.path.join(out, name))

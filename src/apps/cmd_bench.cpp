@@ -10,7 +10,7 @@
 #include "apps/commands.h"
 #include "core/dispatch.h"
 #include "exec/session.h"
-#include "load/onnx_loader.h"
+#include "integrity/load_model.h"
 
 namespace vlrt {
 
@@ -23,6 +23,8 @@ struct BenchArgs {
   int warmup = 2;
   int threads = 0;
   bool json = false;
+  bool no_verify_hash = false;
+  DeviceArgs device_args;
 };
 
 // Random values for one input: floats in [-1, 1), integers in [0, 10) (valid ids
@@ -51,32 +53,15 @@ Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
 }
 
 void bench(const BenchArgs& a) {
-  Model model = load_onnx(a.model);
-  std::map<std::string, Shape> given;
-  for (auto& s : a.shapes) {
-    auto [name, shape] = parse_shape_arg(s);
-    given[name] = shape;
-  }
+  Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
   std::mt19937 rng(1234);
   TensorMap inputs;
-  for (auto& d : model.graph.inputs) {
-    Shape shape;
-    if (given.count(d.name)) {
-      shape = given[d.name];
-    } else {
-      for (auto& dim : d.dims) {
-        if (dim.value < 0)
-          fail("input '", d.name, "' is ", d.describe(), "; give its shape with --input ", d.name,
-               "=", "1x...");
-        shape.push_back(dim.value);
-      }
-    }
-    inputs[d.name] = random_input(d.dtype, shape, rng);
-  }
-  for (auto& [name, s] : given)
-    if (!inputs.count(name)) fail("--input ", name, ": the model has no input of that name");
+  for (auto& [name, ds] : input_signature(model, a.shapes)) inputs[name] = random_input(ds.first, ds.second, rng);
 
-  Session session(std::move(model), SessionOptions{a.threads});
+  SessionOptions options;
+  options.threads = a.threads;
+  options.plan = plan_options(a.device_args);
+  Session session(std::move(model), options);
   for (int i = 0; i < a.warmup; i++) session.run(inputs);
   std::vector<double> ms;
   for (int i = 0; i < a.runs; i++) {
@@ -113,6 +98,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", a.json, "print one JSON object");
+  add_device_options(cmd, a.device_args);
+  cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { bench(a); });
 }
 

@@ -3,7 +3,7 @@
 
 #include "apps/commands.h"
 #include "backends/cpu/kernel.h"
-#include "load/onnx_loader.h"
+#include "integrity/load_model.h"
 #include "ops/op_schema.h"
 
 namespace vlrt {
@@ -11,7 +11,7 @@ namespace vlrt {
 namespace {
 
 void print_info(const std::string& path) {
-  Model m = load_onnx(path);
+  Model m = load_model(path);
   std::cout << "model:     " << path << "\n";
   std::cout << "ir:        " << m.ir_version << (m.producer.empty() ? "" : "  producer: " + m.producer) << "\n";
   std::cout << "opsets:   ";

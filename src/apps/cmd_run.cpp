@@ -4,8 +4,8 @@
 
 #include "apps/commands.h"
 #include "exec/session.h"
+#include "integrity/load_model.h"
 #include "io/npy.h"
-#include "load/onnx_loader.h"
 
 namespace vlrt {
 
@@ -16,6 +16,8 @@ struct RunArgs {
   std::vector<std::string> inputs;
   std::string output_dir;
   int threads = 0;
+  DeviceArgs device_args;
+  bool no_verify_hash = false;
 };
 
 // A short look at a tensor: dtype, shape, a few values and the range.
@@ -37,7 +39,10 @@ void run(const RunArgs& a) {
     if (inputs.count(name)) fail("input '", name, "' is given twice");
     inputs[name] = read_npy(path);
   }
-  Session session(load_onnx(a.model), SessionOptions{a.threads});
+  SessionOptions options;
+  options.threads = a.threads;
+  options.plan = plan_options(a.device_args);
+  Session session(load_model(a.model, {.verify_hash = !a.no_verify_hash}), options);
   TensorMap outputs = session.run(inputs);
   if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
   for (auto& [name, t] : outputs) {
@@ -62,6 +67,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-i,--input", a.inputs, "NAME=FILE.npy for each model input");
   cmd->add_option("-o,--output-dir", a.output_dir, "write each output as DIR/OUTPUTNAME.npy");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
+  add_device_options(cmd, a.device_args);
+  cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { run(a); });
 }
 

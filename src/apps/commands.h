@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "graph/graph.h"
+#include "plan/plan.h"
 
 namespace vlrt {
 
@@ -14,9 +16,26 @@ void add_info_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_conformance_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_verify_command(CLI::App& app);
+void add_fetch_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+
+// --devices and --memory, shared by run, bench and plan.
+struct DeviceArgs {
+  std::string devices = "cpu";
+  std::vector<std::string> memory;
+};
+void add_device_options(CLI::App* cmd, DeviceArgs& args);
+PlanOptions plan_options(const DeviceArgs& args);
 
 // "NAME=1x3x224x224" or "NAME=1,3,224,224" -> name and shape.
 std::pair<std::string, Shape> parse_shape_arg(const std::string& arg);
+// Input dtypes and shapes: declared fixed dims, with NAME=SHAPE arguments for the
+// rest; fails naming an input whose dynamic dims are not given.
+std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& model,
+                                                               const std::vector<std::string>& shape_args);
 // "NAME=path" -> name and path.
 std::pair<std::string, std::string> parse_name_value(const std::string& arg, const char* what);
 // "12.3 MB", "512 B"

@@ -62,6 +62,42 @@ void f32_to_half(const Tensor& src, Tensor& dst) {
 
 }  // namespace
 
+void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs) {
+  const CpuKernel* kernel = find_cpu_kernel(node.domain, node.op_type);
+  if (!kernel) unsupported(node.label(), ": the CPU backend has no kernel for ", node.op_type);
+  bool convert = false;
+  if (!kernel->handles_half) {
+    for (auto* t : inputs) convert = convert || (t && is_half(t->dtype()));
+    for (auto* t : outputs) convert = convert || (t && is_half(t->dtype()));
+  }
+  if (!convert) {
+    KernelContext ctx(node, opset, pool, inputs, outputs);
+    kernel->fn(ctx);
+    return;
+  }
+  // float16/bfloat16 storage, float32 compute.
+  std::vector<Tensor> conv_in(inputs.size()), conv_out(outputs.size());
+  std::vector<const Tensor*> k_in = inputs;
+  std::vector<Tensor*> k_out = outputs;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (inputs[i] && is_half(inputs[i]->dtype())) {
+      conv_in[i] = half_to_f32(*inputs[i]);
+      k_in[i] = &conv_in[i];
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); i++) {
+    if (outputs[i] && is_half(outputs[i]->dtype())) {
+      conv_out[i] = Tensor(DType::f32, outputs[i]->shape());
+      k_out[i] = &conv_out[i];
+    }
+  }
+  KernelContext ctx(node, opset, pool, k_in, k_out);
+  kernel->fn(ctx);
+  for (size_t i = 0; i < outputs.size(); i++)
+    if (conv_out[i].defined()) f32_to_half(conv_out[i], *outputs[i]);
+}
+
 std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
                                  ThreadPool& pool) {
   std::vector<ValueInfo> in_info(inputs.size());
@@ -78,49 +114,20 @@ std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vec
     std::vector<ValueInfo> out_info = infer_node(node, opset, in_ptrs);
     const OpSchema* schema = find_schema(node.domain, node.op_type);
     std::vector<Tensor> outputs(node.outputs.size());
-    if (schema->alias_input >= 0) {
-      outputs[0] = inputs[schema->alias_input]->reshaped(out_info[0].shape);
-      // Remaining outputs (e.g. Dropout's mask) are filled by the kernel if any.
-      bool more = false;
-      for (size_t i = 1; i < outputs.size(); i++) more = more || !node.outputs[i].empty();
-      if (!more) return outputs;
-    }
-    const CpuKernel* kernel = find_cpu_kernel(node.domain, node.op_type);
-    if (!kernel) unsupported(node.label(), ": the CPU backend has no kernel for ", node.op_type);
-
-    bool convert = false;
-    if (!kernel->handles_half) {
-      for (auto* t : inputs) convert = convert || (t && is_half(t->dtype()));
-      for (auto& o : out_info) convert = convert || is_half(o.dtype);
-    }
-    std::vector<Tensor> conv_in;
-    std::vector<const Tensor*> k_in = inputs;
-    if (convert) {
-      conv_in.resize(inputs.size());
-      for (size_t i = 0; i < inputs.size(); i++) {
-        if (inputs[i] && is_half(inputs[i]->dtype())) {
-          conv_in[i] = half_to_f32(*inputs[i]);
-          k_in[i] = &conv_in[i];
-        }
-      }
-    }
-    std::vector<Tensor> k_out_storage(outputs.size());
-    std::vector<Tensor*> k_out(outputs.size(), nullptr);
+    std::vector<Tensor*> out_ptrs(node.outputs.size(), nullptr);
+    bool kernel_needed = false;
     for (size_t i = 0; i < outputs.size(); i++) {
-      if (node.outputs[i].empty() || (i == 0 && schema->alias_input >= 0)) continue;
+      if (node.outputs[i].empty()) continue;
+      if (i == 0 && schema->alias_input >= 0) {
+        outputs[0] = inputs[schema->alias_input]->reshaped(out_info[0].shape);
+        continue;
+      }
       if (!out_info[i].shape_known) fail("output ", i, " shape could not be inferred");
       outputs[i] = Tensor(out_info[i].dtype, out_info[i].shape);
-      if (convert && is_half(out_info[i].dtype)) {
-        k_out_storage[i] = Tensor(DType::f32, out_info[i].shape);
-        k_out[i] = &k_out_storage[i];
-      } else {
-        k_out[i] = &outputs[i];
-      }
+      out_ptrs[i] = &outputs[i];
+      kernel_needed = true;
     }
-    KernelContext ctx(node, opset, pool, k_in, k_out);
-    kernel->fn(ctx);
-    for (size_t i = 0; i < outputs.size(); i++)
-      if (k_out_storage[i].defined()) f32_to_half(k_out_storage[i], outputs[i]);
+    if (kernel_needed) call_cpu_kernel(node, opset, pool, inputs, out_ptrs);
     return outputs;
   } catch (const ShapeDeferred&) {
     fail(node_context(node, inputs), ": shape inference needs a value that is not available");

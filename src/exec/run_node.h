@@ -14,6 +14,11 @@ namespace vlrt {
 std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
                                  ThreadPool& pool);
 
+// Calls the CPU kernel of `node` on allocated outputs (nullptr: output not used).
+// float16/bfloat16 tensors are converted to float32 around kernels that ask for it.
+void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs);
+
 // Infer outputs of one node from what is known of its inputs. Errors are
 // prefixed with the node's label; ShapeDeferred propagates.
 std::vector<ValueInfo> infer_node(const Node& node, int64_t opset,

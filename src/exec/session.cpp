@@ -1,46 +1,42 @@
 #include "exec/session.h"
 
-#include <unordered_set>
-
-#include "exec/run_node.h"
+#include "backends/cpu/kernel.h"
+#include "ops/op_schema.h"
 
 namespace vlrt {
 
+std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inputs) {
+  std::map<std::string, std::pair<DType, Shape>> sig;
+  for (auto& [name, t] : inputs) sig[name] = {t.dtype(), t.shape()};
+  return sig;
+}
+
 Session::Session(Model model, SessionOptions options)
-    : model_(std::move(model)), pool_(std::make_unique<ThreadPool>(options.threads)) {
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      pool_(std::make_unique<ThreadPool>(options_.threads)),
+      executor_(model_, options_.threads) {
   int64_t opset = model_.opset();
   if (opset > kMaxOpset)
     unsupported(model_.path, ": opset ", opset, " is newer than vlrt supports (", kMinOpset, "..", kMaxOpset,
                 "); export the model with opset ", kMaxOpset, " or lower");
   for (auto& n : model_.graph.nodes) {
-    if (!find_schema(n.domain, n.op_type) || !find_cpu_kernel(n.domain, n.op_type)) {
-      // A schema without a kernel is fine only for pure views.
-      const OpSchema* s = find_schema(n.domain, n.op_type);
-      if (s && s->alias_input >= 0) continue;
-      unsupported(model_.path, ": ", n.label(), ": operator '", n.op_type, "'",
-                  n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"), " (opset ", opset,
-                  ") is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
-    }
+    const OpSchema* s = find_schema(n.domain, n.op_type);
+    if (s && (s->alias_input >= 0 || find_cpu_kernel(n.domain, n.op_type))) continue;
+    unsupported(model_.path, ": ", n.label(), ": operator '", n.op_type, "'",
+                n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"), " (opset ", opset,
+                ") is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
   }
   try {
     fold_constants(model_, *pool_);
   } catch (const Error& e) {
     throw Error(cat(model_.path, ": ", e.what()));
   }
-
-  // Liveness: each intermediate value is released after the last node reading it.
-  std::unordered_set<std::string> keep;
-  for (auto& o : model_.graph.outputs) keep.insert(o.name);
-  std::unordered_map<std::string, size_t> last_use;
-  for (size_t i = 0; i < model_.graph.nodes.size(); i++)
-    for (auto& in : model_.graph.nodes[i].inputs)
-      if (!in.empty()) last_use[in] = i;
-  release_after_.resize(model_.graph.nodes.size());
-  for (auto& [name, idx] : last_use)
-    if (!keep.count(name) && !model_.graph.initializers.count(name)) release_after_[idx].push_back(name);
 }
 
-void Session::check_inputs(const TensorMap& inputs) const {
+void Session::check_inputs(const TensorMap& inputs) const { check_input_shapes(signature_of(inputs)); }
+
+void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const {
   const auto& declared = model_.graph.inputs;
   std::string expected_names;
   for (auto& d : declared) expected_names += (expected_names.empty() ? "" : ", ") + d.name + ": " + d.describe();
@@ -53,76 +49,87 @@ void Session::check_inputs(const TensorMap& inputs) const {
   for (auto& d : declared) {
     auto it = inputs.find(d.name);
     if (it == inputs.end()) fail("missing input '", d.name, "' (expected ", d.describe(), ")");
-    const Tensor& t = it->second;
-    if (d.dtype != DType::undefined && t.dtype() != d.dtype)
-      fail("input '", d.name, "' is ", t.describe(), " but the model expects ", d.describe());
-    if (!d.has_shape) continue;
-    if (t.rank() != int(d.dims.size()))
-      fail("input '", d.name, "' has shape ", shape_str(t.shape()), " (rank ", t.rank(), ") but the model expects ",
+    auto& [dtype, shape] = it->second;
+    std::string given = cat(dtype_name(dtype), shape_str(shape));
+    if (d.dtype != DType::undefined && dtype != d.dtype)
+      fail("input '", d.name, "' is ", given, " but the model expects ", d.describe());
+    if (!d.has_shape || !options_.check_declared_shapes) continue;
+    if (shape.size() != d.dims.size())
+      fail("input '", d.name, "' has shape ", shape_str(shape), " (rank ", shape.size(), ") but the model expects ",
            d.describe(), " (rank ", d.dims.size(), ")");
     for (size_t i = 0; i < d.dims.size(); i++) {
       const Dim& dim = d.dims[i];
-      if (dim.value >= 0 && dim.value != t.shape()[i])
-        fail("input '", d.name, "' has shape ", shape_str(t.shape()), " but the model expects ", d.describe(),
+      if (dim.value >= 0 && dim.value != shape[i])
+        fail("input '", d.name, "' has shape ", shape_str(shape), " but the model expects ", d.describe(),
              " (axis ", i, " must be ", dim.value, ")");
       if (dim.value < 0 && !dim.param.empty()) {
-        auto [sit, inserted] = symbols.emplace(dim.param, std::make_pair(t.shape()[i], d.name));
-        if (!inserted && sit->second.first != t.shape()[i])
+        auto [sit, inserted] = symbols.emplace(dim.param, std::make_pair(shape[i], d.name));
+        if (!inserted && sit->second.first != shape[i])
           fail("dimension '", dim.param, "' is ", sit->second.first, " in input '", sit->second.second, "' but ",
-               t.shape()[i], " in input '", d.name, "' (", shape_str(t.shape()), ")");
+               shape[i], " in input '", d.name, "' (", shape_str(shape), ")");
       }
     }
   }
 }
 
-const InferredGraph& Session::infer(const TensorMap& inputs) {
+Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs) {
   std::string key;
-  for (auto& [name, t] : inputs) key += name + ":" + t.describe() + ";";
-  auto it = inferred_.find(key);
-  if (it != inferred_.end()) return it->second;
+  for (auto& [name, ds] : inputs) key += name + ":" + dtype_name(ds.first) + shape_str(ds.second) + ";";
+  auto it = prepared_.find(key);
+  if (it != prepared_.end()) return it->second;
+  check_input_shapes(inputs);
   std::unordered_map<std::string, ValueInfo> in;
-  for (auto& [name, t] : inputs) {
+  for (auto& [name, ds] : inputs) {
     ValueInfo v;
-    v.dtype = t.dtype();
-    v.shape = t.shape();
+    v.dtype = ds.first;
+    v.shape = ds.second;
     v.shape_known = true;
     in[name] = v;
   }
-  InferredGraph g = infer_shapes(model_, in, *pool_);
-  if (inferred_.size() > 64) inferred_.clear();  // bound the cache for ever-changing shapes
-  return inferred_.emplace(key, std::move(g)).first->second;
+  Prepared p;
+  p.inferred = infer_shapes(model_, in, *pool_);
+  SupportsFn supports = [this](const Device& d, const Node& n, const std::vector<DType>& dt, std::string* why) {
+    return executor_.backend(d).supports(n, dt, why);
+  };
+  p.plan = std::make_unique<Plan>(make_plan(model_, p.inferred, options_.plan, supports));
+  if (prepared_.size() >= 64) prepared_.clear();  // bound the cache for ever-changing shapes
+  return prepared_[key] = std::move(p);
+}
+
+const InferredGraph& Session::infer(const std::map<std::string, std::pair<DType, Shape>>& inputs) {
+  return prepare(inputs).inferred;
+}
+
+const Plan& Session::plan(const std::map<std::string, std::pair<DType, Shape>>& inputs) {
+  return *prepare(inputs).plan;
 }
 
 TensorMap Session::run(const TensorMap& inputs) {
   check_inputs(inputs);
-  const InferredGraph& info = infer(inputs);
-  const Graph& g = model_.graph;
-  std::unordered_map<std::string, Tensor> env;
-  for (auto& [name, t] : inputs) env[name] = t;
-  for (auto& [name, t] : g.initializers) env[name] = t;
-  int64_t opset = model_.opset();
-  for (size_t ni = 0; ni < g.nodes.size(); ni++) {
-    const Node& node = g.nodes[ni];
-    if (info.folded[ni]) {
-      for (auto& o : node.outputs)
-        if (!o.empty()) env[o] = *info.values.at(o).value;
-    } else {
-      std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
-      for (size_t i = 0; i < node.inputs.size(); i++)
-        if (!node.inputs[i].empty()) ins[i] = &env.at(node.inputs[i]);
-      std::vector<Tensor> outs = run_node_cpu(node, opset, ins, *pool_);
-      for (size_t i = 0; i < outs.size(); i++)
-        if (!node.outputs[i].empty()) env[node.outputs[i]] = std::move(outs[i]);
-    }
-    for (auto& name : release_after_[ni]) env.erase(name);
-  }
-  TensorMap result;
-  for (auto& o : g.outputs) {
-    auto it = env.find(o.name);
-    if (it == env.end()) fail("graph output '", o.name, "' was not produced");
-    result[o.name] = it->second;
-  }
-  return result;
+  Prepared& p = prepare(signature_of(inputs));
+  return executor_.run(p.inferred, *p.plan, inputs);
+}
+
+std::string Session::batch_symbol() const {
+  for (auto& d : model_.graph.inputs)
+    if (d.has_shape && !d.dims.empty() && d.dims[0].value < 0 && !d.dims[0].param.empty()) return d.dims[0].param;
+  return "";
+}
+
+BatchSizing Session::size_batches(const std::map<std::string, std::pair<DType, Shape>>& inputs, int64_t limit) {
+  std::string symbol = batch_symbol();
+  if (symbol.empty()) return BatchSizing{};
+  auto plan_for = [&](int64_t b) {
+    auto sig = inputs;
+    for (auto& d : model_.graph.inputs)
+      if (d.has_shape && !d.dims.empty() && d.dims[0].param == symbol && sig.count(d.name))
+        sig[d.name].second[0] = b;
+    return plan(sig);
+  };
+  auto budget = [&](const Device& d) { return executor_.backend(d).memory_capacity(); };
+  BatchSizing s = vlrt::size_batches(plan_for, budget, limit);
+  s.symbol = symbol;
+  return s;
 }
 
 }  // namespace vlrt

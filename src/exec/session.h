@@ -1,24 +1,27 @@
-// A loaded model ready to run: validates inputs, infers and folds shapes once per
-// input signature, then executes the remaining nodes on the CPU.
+// A loaded model ready to run: validates inputs, infers shapes and folds
+// constants once per input signature, plans placement and memory, executes.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "exec/executor.h"
 #include "graph/graph.h"
 #include "passes/shape_inference.h"
+#include "plan/batch.h"
+#include "plan/plan.h"
 
 namespace vlrt {
 
 struct SessionOptions {
   int threads = 0;  // <= 0: all cores
+  PlanOptions plan;
+  // false: input shapes are not checked against the model's declared shapes
+  // (the conformance runner: a few suite models declare shapes their data does not have).
+  bool check_declared_shapes = true;
 };
-
-using TensorMap = std::map<std::string, Tensor>;
 
 class Session {
  public:
@@ -26,23 +29,43 @@ class Session {
 
   const Model& model() const { return model_; }
   ThreadPool& pool() { return *pool_; }
+  Executor& executor() { return executor_; }
 
   // Checks names, dtypes, ranks and fixed/symbolic dimensions of the inputs
   // against the model's declaration; fails naming the input and the expected shape.
   void check_inputs(const TensorMap& inputs) const;
+  // Same check for shapes alone (planning without data).
+  void check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const;
 
-  // Shapes, dtypes and folded values for the given input shapes (cached).
-  const InferredGraph& infer(const TensorMap& inputs);
+  // Shapes, folded values and the plan for inputs of these dtypes and shapes (cached).
+  const InferredGraph& infer(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+  const Plan& plan(const std::map<std::string, std::pair<DType, Shape>>& inputs);
 
   // Runs the whole graph; returns every graph output.
   TensorMap run(const TensorMap& inputs);
 
+  // The name of the batch dimension (axis 0 of the inputs, symbolic), or "".
+  std::string batch_symbol() const;
+  // Planned memory for batch 1, 2, 4, ... of these inputs and the largest batch
+  // that fits every device's budget (its --memory cap, else its capacity).
+  BatchSizing size_batches(const std::map<std::string, std::pair<DType, Shape>>& inputs, int64_t limit = 1024);
+
  private:
+  struct Prepared {
+    InferredGraph inferred;
+    std::unique_ptr<Plan> plan;
+  };
+  Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+
   Model model_;
+  SessionOptions options_;
   std::unique_ptr<ThreadPool> pool_;
-  std::map<std::string, InferredGraph> inferred_;  // by input signature
-  std::vector<std::vector<std::string>> release_after_;  // per node: values last read there
+  Executor executor_;
+  std::map<std::string, Prepared> prepared_;  // by input signature
 };
+
+// The dtype and shape of each tensor.
+std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inputs);
 
 // Opset range whose semantics vlrt implements.
 inline constexpr int64_t kMinOpset = 7;

@@ -1,5 +1,6 @@
 #include "load/onnx_loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -280,7 +281,77 @@ Graph parse_graph(ProtoReader r, const std::string& base_dir) {
   return g;
 }
 
+// Adds a TensorProto's external-data location to `out`, once.
+void scan_tensor_locations(ProtoReader r, std::vector<std::string>& out) {
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    if (field != 13) {
+      r.skip(type);
+      continue;
+    }
+    ProtoReader kv = r.read_message();
+    std::string key, value;
+    uint32_t f2;
+    W t2;
+    while (kv.next(f2, t2)) {
+      if (f2 == 1) key = kv.read_string();
+      else if (f2 == 2) value = kv.read_string();
+      else kv.skip(t2);
+    }
+    if (key == "location" && std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
+  }
+}
+
+// Walks initializers and tensor attributes, subgraphs included.
+void scan_graph_locations(ProtoReader r, std::vector<std::string>& out) {
+  uint32_t field;
+  W type;
+  while (r.next(field, type)) {
+    if (field == 5) {
+      scan_tensor_locations(r.read_message(), out);
+    } else if (field == 1) {
+      ProtoReader node = r.read_message();
+      uint32_t f2;
+      W t2;
+      while (node.next(f2, t2)) {
+        if (f2 != 5) {
+          node.skip(t2);
+          continue;
+        }
+        ProtoReader attr = node.read_message();
+        uint32_t f3;
+        W t3;
+        while (attr.next(f3, t3)) {
+          if (f3 == 5 || f3 == 10) scan_tensor_locations(attr.read_message(), out);
+          else if (f3 == 6 || f3 == 11) scan_graph_locations(attr.read_message(), out);
+          else attr.skip(t3);
+        }
+      }
+    } else {
+      r.skip(type);
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> external_data_files(const std::string& path) {
+  std::string data = read_file(path);
+  std::vector<std::string> out;
+  try {
+    ProtoReader r(reinterpret_cast<const uint8_t*>(data.data()), data.size());
+    uint32_t field;
+    W type;
+    while (r.next(field, type)) {
+      if (field == 7) scan_graph_locations(r.read_message(), out);
+      else r.skip(type);
+    }
+  } catch (const Truncated& e) {
+    fail(path, ": the file is truncated (", data.size(), " bytes; ", e.what(), ")");
+  }
+  return out;
+}
 
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir, std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -10,6 +11,10 @@ namespace vlrt {
 // Fails with a message naming the file and what is wrong: missing, truncated,
 // not an ONNX model, external data missing or short, an unsupported data type.
 Model load_onnx(const std::string& path);
+
+// The external-data files a model references (locations relative to its folder, each once,
+// in order of first use), read from the protobuf without loading any tensor.
+std::vector<std::string> external_data_files(const std::string& path);
 
 // Decodes a serialized TensorProto (the .pb files of the ONNX test suite).
 // `base_dir` resolves external data locations.

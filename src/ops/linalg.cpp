@@ -1,8 +1,350 @@
+// Shape inference for MatMul, Gemm, Conv, ConvTranspose, Einsum and MatMulInteger.
+#include <algorithm>
+#include <cctype>
+#include <set>
+
 #include "ops/op_schema.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
 
-void register_linalg_schemas(SchemaTable& t) { (void)t; }
+namespace {
+
+bool is_float_type(DType t) {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+
+bool is_numeric_type(DType t) { return dtype_supported(t) && t != DType::boolean && t != DType::string; }
+
+void check_same_dtype(const InferContext& ctx, size_t a, size_t b) {
+  if (ctx.input_dtype(a) != ctx.input_dtype(b))
+    fail("input ", b, " is ", dtype_name(ctx.input_dtype(b)), " but input ", a, " is ",
+         dtype_name(ctx.input_dtype(a)), "; they must match");
+}
+
+// numpy.matmul: 1-D operands are promoted to matrices and the added axis removed again.
+Shape matmul_shape(const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty())
+    fail("MatMul operands must have rank >= 1, got ", shape_str(a), " and ", shape_str(b));
+  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  int64_t k_a = a2.back(), k_b = b2[b2.size() - 2];
+  if (k_a != k_b)
+    fail("inner dimensions do not match: ", shape_str(a), " x ", shape_str(b), " (", k_a, " vs ", k_b, ")");
+  Shape batch = broadcast_shapes(Shape(a2.begin(), a2.end() - 2), Shape(b2.begin(), b2.end() - 2));
+  if (a.size() > 1) batch.push_back(a2[a2.size() - 2]);
+  if (b.size() > 1) batch.push_back(b2.back());
+  return batch;
+}
+
+void infer_matmul(InferContext& ctx) {
+  check_same_dtype(ctx, 0, 1);
+  if (!is_numeric_type(ctx.input_dtype(0)))
+    fail("MatMul needs a numeric type, got ", dtype_name(ctx.input_dtype(0)));
+  ctx.set_output(0, ctx.input_dtype(0), matmul_shape(ctx.input_shape(0), ctx.input_shape(1)));
+}
+
+void infer_gemm(InferContext& ctx) {
+  check_same_dtype(ctx, 0, 1);
+  if (!is_numeric_type(ctx.input_dtype(0)))
+    fail("Gemm needs a numeric type, got ", dtype_name(ctx.input_dtype(0)));
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  if (a.size() != 2 || b.size() != 2)
+    fail("Gemm needs 2-D A and B, got ", shape_str(a), " and ", shape_str(b));
+  bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
+  int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+  int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  if (k != kb)
+    fail("inner dimensions do not match: A' is [", m, ",", k, "] and B' is [", kb, ",", n, "] (transA=", ta,
+         ", transB=", tb, ")");
+  if (ctx.has_input(2)) {
+    check_same_dtype(ctx, 0, 2);
+    const Shape& c = ctx.input_shape(2);
+    Shape mn{m, n};
+    bool ok = c.size() <= 2;
+    for (size_t i = 0; ok && i < c.size(); i++) ok = c[i] == 1 || c[i] == mn[2 - c.size() + i];
+    if (!ok) fail("C of shape ", shape_str(c), " cannot be broadcast to the output [", m, ",", n, "]");
+  } else if (ctx.opset < 11) {
+    fail("input C is required before opset 11");
+  }
+  ctx.set_output(0, ctx.input_dtype(0), {m, n});
+}
+
+std::vector<int64_t> spatial_attr(const Node& n, const char* name, size_t len, int64_t fallback,
+                                  int64_t min) {
+  std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(len, fallback));
+  if (v.size() != len) fail("attribute '", name, "' has ", v.size(), " values, expected ", len);
+  for (int64_t x : v)
+    if (x < min) fail("attribute '", name, "' values must be >= ", min, ", got ", shape_str(v));
+  return v;
+}
+
+// Attributes shared by Conv and ConvTranspose, validated against the weight's kernel size.
+struct ConvAttrs {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: all begins, then all ends
+  std::string auto_pad;
+};
+
+ConvAttrs conv_attrs(const InferContext& ctx, const Shape& x, const Shape& w) {
+  if (x.size() < 3) fail("X must be [N,C,D1,...], got ", shape_str(x));
+  if (w.size() != x.size()) fail("W has rank ", w.size(), " but X has rank ", x.size(), "; they must match");
+  size_t nsp = x.size() - 2;
+  if (nsp > 3) unsupported(nsp, "-D convolution (vlrt supports 1-D to 3-D)");
+  const Node& n = ctx.node;
+  ConvAttrs a;
+  a.kernel.assign(w.begin() + 2, w.end());
+  if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != a.kernel)
+    fail("kernel_shape ", shape_str(n.attr_ints("kernel_shape")),
+         " does not match the weight's spatial shape ", shape_str(a.kernel));
+  a.strides = spatial_attr(n, "strides", nsp, 1, 1);
+  a.dilations = spatial_attr(n, "dilations", nsp, 1, 1);
+  a.pads = spatial_attr(n, "pads", 2 * nsp, 0, 0);
+  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (a.auto_pad != "NOTSET" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER" &&
+      a.auto_pad != "VALID")
+    fail("auto_pad '", a.auto_pad, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  if (n.attr_int("group", 1) < 1) fail("group must be >= 1, got ", n.attr_int("group", 1));
+  return a;
+}
+
+void check_bias(const InferContext& ctx, int64_t channels) {
+  if (!ctx.has_input(2)) return;
+  check_same_dtype(ctx, 0, 2);
+  const Shape& b = ctx.input_shape(2);
+  if (b != Shape{channels}) fail("bias B must be [", channels, "], got ", shape_str(b));
+}
+
+void infer_conv(InferContext& ctx) {
+  check_same_dtype(ctx, 0, 1);
+  if (!is_float_type(ctx.input_dtype(0)))
+    fail("Conv needs a float type, got ", dtype_name(ctx.input_dtype(0)));
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  ConvAttrs a = conv_attrs(ctx, x, w);
+  int64_t group = ctx.node.attr_int("group", 1);
+  if (w[1] * group != x[1] || w[0] % group != 0)
+    fail("with group=", group, ", W [M, C/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
+         " (needs W[1]*group == C and M divisible by group)");
+  check_bias(ctx, w[0]);
+  size_t nsp = x.size() - 2;
+  Shape y{x[0], w[0]};
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t in = x[i + 2], s = a.strides[i], ek = (a.kernel[i] - 1) * a.dilations[i] + 1;
+    int64_t padded = in + a.pads[i] + a.pads[i + nsp];
+    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      y.push_back((in + s - 1) / s);
+      continue;
+    }
+    if (a.auto_pad == "VALID") padded = in;
+    if (padded < ek)
+      fail("spatial axis ", i, ": input size ", in, " (padded to ", padded,
+           ") is smaller than the dilated kernel ", ek);
+    y.push_back((padded - ek) / s + 1);
+  }
+  ctx.set_output(0, ctx.input_dtype(0), y);
+}
+
+void infer_conv_transpose(InferContext& ctx) {
+  check_same_dtype(ctx, 0, 1);
+  if (!is_float_type(ctx.input_dtype(0)))
+    fail("ConvTranspose needs a float type, got ", dtype_name(ctx.input_dtype(0)));
+  const Shape& x = ctx.input_shape(0);
+  const Shape& w = ctx.input_shape(1);
+  ConvAttrs a = conv_attrs(ctx, x, w);
+  int64_t group = ctx.node.attr_int("group", 1);
+  if (w[0] != x[1] || x[1] % group != 0)
+    fail("with group=", group, ", W [C, M/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
+         " (needs W[0] == C and C divisible by group)");
+  check_bias(ctx, w[1] * group);
+  size_t nsp = x.size() - 2;
+  std::vector<int64_t> out_pad = spatial_attr(ctx.node, "output_padding", nsp, 0, 0);
+  std::vector<int64_t> out_shape = ctx.node.attr_ints("output_shape");
+  if (out_shape.size() == nsp + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+  if (!out_shape.empty() && out_shape.size() != nsp)
+    fail("output_shape ", shape_str(out_shape), " must have one value per spatial axis (", nsp, ")");
+  Shape y{x[0], w[1] * group};
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t s = a.strides[i], d = a.dilations[i];
+    if (out_pad[i] >= s && out_pad[i] >= d)
+      fail("output_padding ", out_pad[i], " on spatial axis ", i, " must be less than the stride (", s,
+           ") or the dilation (", d, ")");
+    int64_t full = s * (x[i + 2] - 1) + out_pad[i] + (a.kernel[i] - 1) * d + 1;
+    int64_t out;
+    if (!out_shape.empty()) {
+      out = out_shape[i];
+      // Beyond full + stride - 1 the input would need another element (onnxruntime rejects it too).
+      if (out >= full + s)
+        fail("output_shape ", shape_str(out_shape), " is too large on spatial axis ", i, ": at most ",
+             full + s - 1, " fits an input of size ", x[i + 2]);
+    } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+      out = x[i + 2] * s;
+    } else if (a.auto_pad == "VALID") {
+      out = full;
+    } else {
+      out = full - a.pads[i] - a.pads[i + nsp];
+    }
+    if (out < 1)
+      fail("spatial axis ", i, ": the output size would be ", out, "; check pads and output_shape");
+    y.push_back(out);
+  }
+  ctx.set_output(0, ctx.input_dtype(0), y);
+}
+
+// Einsum terms with every axis named: letters keep their ASCII code, the dims an
+// ellipsis stands for get 256 + position (right-aligned across operands, as in numpy).
+struct EinsumLabels {
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> output;
+};
+
+EinsumLabels einsum_labels(std::string eq, const std::vector<size_t>& ranks) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != ranks.size())
+    fail("equation '", eq, "' has ", terms.size(), " input terms but the node has ", ranks.size(), " inputs");
+  // Letters of a term and where its ellipsis is (npos when none).
+  auto split = [&](const std::string& term, std::string& letters) {
+    size_t ell = term.find("...");
+    if (ell != std::string::npos && term.find("...", ell + 3) != std::string::npos)
+      fail("term '", term, "' of equation '", eq, "' has more than one ellipsis");
+    letters = ell == std::string::npos ? term : term.substr(0, ell) + term.substr(ell + 3);
+    for (char c : letters)
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        fail("equation '", eq, "' has an invalid character '", c,
+             "' (expected letters, ',', '->' and '...')");
+    return ell;
+  };
+  size_t n_ell = 0;
+  bool any_ell = false;
+  std::vector<std::string> letters(terms.size());
+  std::vector<size_t> ell_pos(terms.size());
+  for (size_t t = 0; t < terms.size(); t++) {
+    ell_pos[t] = split(terms[t], letters[t]);
+    bool has_ell = ell_pos[t] != std::string::npos;
+    if (ranks[t] < letters[t].size() || (!has_ell && ranks[t] != letters[t].size()))
+      fail("term '", terms[t], "' does not fit input ", t, " of rank ", ranks[t]);
+    if (has_ell) n_ell = std::max(n_ell, ranks[t] - letters[t].size());
+    any_ell = any_ell || has_ell;
+  }
+  auto expand = [&](const std::string& l, size_t pos, size_t count) {
+    std::vector<int> ids;
+    for (size_t i = 0; i < l.size(); i++) {
+      if (i == pos)
+        for (size_t j = n_ell - count; j < n_ell; j++) ids.push_back(256 + int(j));
+      ids.push_back(l[i]);
+    }
+    if (pos != std::string::npos && pos >= l.size())
+      for (size_t j = n_ell - count; j < n_ell; j++) ids.push_back(256 + int(j));
+    return ids;
+  };
+  EinsumLabels r;
+  std::map<int, int> counts;
+  for (size_t t = 0; t < terms.size(); t++) {
+    r.inputs.push_back(expand(letters[t], ell_pos[t], ranks[t] - letters[t].size()));
+    for (int id : r.inputs.back()) counts[id]++;
+  }
+  if (arrow == std::string::npos) {
+    for (size_t j = 0; any_ell && j < n_ell; j++) r.output.push_back(256 + int(j));
+    for (auto [id, n] : counts)
+      if (id < 256 && n == 1) r.output.push_back(id);
+    return r;
+  }
+  std::string out_letters;
+  size_t out_ell = split(eq.substr(arrow + 2), out_letters);
+  if (out_ell == std::string::npos && n_ell > 0)
+    fail("equation '", eq, "': the inputs' ellipsis stands for ", n_ell,
+         " dims but the output has no ellipsis");
+  r.output = expand(out_letters, out_ell, n_ell);
+  std::set<int> seen;
+  for (char c : out_letters) {
+    if (!counts.count(c)) fail("equation '", eq, "': output label '", c, "' appears in no input");
+    if (!seen.insert(c).second) fail("equation '", eq, "': output label '", c, "' appears twice");
+  }
+  return r;
+}
+
+void infer_einsum(InferContext& ctx) {
+  std::string eq = ctx.node.attr_string("equation", "");
+  if (eq.empty()) fail("attribute 'equation' is required");
+  std::vector<size_t> ranks;
+  for (size_t i = 0; i < ctx.input_count(); i++) {
+    check_same_dtype(ctx, 0, i);
+    ranks.push_back(ctx.input_shape(i).size());
+  }
+  if (!is_numeric_type(ctx.input_dtype(0)))
+    fail("Einsum needs a numeric type, got ", dtype_name(ctx.input_dtype(0)));
+  EinsumLabels l = einsum_labels(eq, ranks);
+  // A label's size is the same everywhere, except that 1 broadcasts.
+  std::map<int, int64_t> size;
+  for (size_t t = 0; t < l.inputs.size(); t++) {
+    const Shape& s = ctx.input_shape(t);
+    for (size_t i = 0; i < s.size(); i++) {
+      int id = l.inputs[t][i];
+      auto it = size.find(id);
+      if (it == size.end() || it->second == 1) {
+        size[id] = s[i];
+      } else if (s[i] != 1 && s[i] != it->second) {
+        fail("equation '", eq,
+             "': ", id < 256 ? cat("label '", char(id), "'") : std::string("an ellipsis dim"), " has size ",
+             it->second, " in one input and ", s[i], " in input ", t);
+      }
+    }
+  }
+  Shape y;
+  for (int id : l.output) y.push_back(size.at(id));
+  ctx.set_output(0, ctx.input_dtype(0), y);
+}
+
+void infer_matmul_integer(InferContext& ctx) {
+  for (size_t i = 0; i < 4; i++) {
+    if (!ctx.has_input(i)) continue;
+    DType t = ctx.input_dtype(i);
+    if (t != DType::u8 && t != DType::i8) fail("input ", i, " must be uint8 or int8, got ", dtype_name(t));
+  }
+  if (ctx.has_input(2)) check_same_dtype(ctx, 0, 2);
+  if (ctx.has_input(3)) check_same_dtype(ctx, 1, 3);
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  Shape y = matmul_shape(a, b);
+  // Zero points: per tensor (one value), per row of A ([M] or [...,M,1]), per column of B ([N] or [...,1,N]).
+  auto check_zp = [&](size_t i, const Shape& x, bool rows) {
+    if (!ctx.has_input(i)) return;
+    const Shape& z = ctx.input_shape(i);
+    if (shape_numel(z) == 1) return;
+    int64_t len = rows ? (x.size() > 1 ? x[x.size() - 2] : 1) : (x.size() > 1 ? x.back() : 1);
+    bool ok = z == Shape{len};
+    if (!ok && z.size() == x.size()) {
+      Shape want = x;
+      want[rows ? x.size() - 1 : x.size() - 2] = 1;
+      ok = z == want;
+    }
+    if (!ok)
+      fail("zero point ", i, " has shape ", shape_str(z), "; expected one value, [", len, "] or one per ",
+           rows ? "row of A" : "column of B");
+  };
+  check_zp(2, a, true);
+  check_zp(3, b, false);
+  ctx.set_output(0, DType::i32, y);
+}
+
+}  // namespace
+
+void register_linalg_schemas(SchemaTable& t) {
+  t["MatMul"] = {infer_matmul, 2, 2};
+  t["Gemm"] = {infer_gemm, 2, 3};
+  t["Conv"] = {infer_conv, 2, 3};
+  t["ConvTranspose"] = {infer_conv_transpose, 2, 3};
+  t["Einsum"] = {infer_einsum, 1, -1};
+  t["MatMulInteger"] = {infer_matmul_integer, 2, 4};
+}
 
 }  // namespace vlrt

@@ -41,11 +41,13 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
       if (it->second.value) in_values[i] = &*it->second.value;
       else all_known = false;
     }
-    std::vector<ValueInfo> infos;
+    bool inputs_known = true;
+    for (auto* v : in) inputs_known = inputs_known && (!v || v->shape_known);
+    std::vector<ValueInfo> infos(node.outputs.size());
+    // Data-dependent shapes (NonZero and what follows it) are inferred at execution.
     try {
-      infos = infer_node(node, opset, in);
+      if (inputs_known) infos = infer_node(node, opset, in);
     } catch (const ShapeDeferred&) {
-      // Data-dependent: outputs get their shapes at execution.
       infos.assign(node.outputs.size(), ValueInfo{});
     }
     int64_t out_elems = 0;

@@ -1,9 +1,834 @@
+// CPU kernels of the elementwise family. All broadcasting ops share one engine: equal
+// shapes and scalar operands run as one flat row; anything else is collapsed to the
+// fewest axes and walked as rows along the innermost one, so a bias [C] against
+// [N,L,C] becomes N*L contiguous rows of C. Large tensors are split across ctx.pool.
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
 
-void register_elementwise_kernels(CpuKernelTable& t) { (void)t; }
+namespace {
+
+// Elements per parallel task: cheap arithmetic, and ops that call libm per element.
+constexpr int64_t kGrain = 1 << 15;
+constexpr int64_t kGrainMath = 1 << 12;
+
+template <class T> constexpr bool is_negative(T x) {
+  if constexpr (std::is_unsigned_v<T>) {
+    return false;
+  } else {
+    return x < T(0);
+  }
+}
+
+template <class T> constexpr bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
+// Integer arithmetic wraps (two's complement) instead of overflowing into UB; the
+// unsigned type is at least 32 bits so that uint16 * uint16 does not promote to int.
+template <class T> using Wrap = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
+
+template <class T> T negate(T x) {
+  if constexpr (std::is_integral_v<T>) {
+    return T(Wrap<T>(0) - Wrap<T>(x));
+  } else {
+    return -x;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Broadcasting engine
+
+// The output of a broadcasting op as rows along its innermost axis. Size-1 axes are
+// dropped and neighbouring axes merged wherever every operand is contiguous across
+// them, so within a row each operand advances by its inner stride (1, or 0 when
+// broadcast).
+template <size_t K> class Broadcast {
+ public:
+  Broadcast(const Shape& out, const std::array<const Shape*, K>& in) {
+    std::array<std::vector<int64_t>, K> st;
+    for (size_t k = 0; k < K; k++) st[k] = broadcast_strides(*in[k], out);
+    for (size_t d = 0; d < out.size(); d++) {
+      if (out[d] == 1) continue;
+      bool merge = !dims_.empty();
+      for (size_t k = 0; k < K && merge; k++) merge = strides_[k].back() == st[k][d] * out[d];
+      if (merge) {
+        dims_.back() *= out[d];
+        for (size_t k = 0; k < K; k++) strides_[k].back() = st[k][d];
+      } else {
+        dims_.push_back(out[d]);
+        for (size_t k = 0; k < K; k++) strides_[k].push_back(st[k][d]);
+      }
+    }
+    if (dims_.empty()) {
+      dims_.push_back(1);
+      for (size_t k = 0; k < K; k++) strides_[k].push_back(0);
+    }
+  }
+
+  int64_t inner_stride(size_t k) const { return strides_[k].back(); }
+
+  // Calls run(offsets, pos, n) for the row pieces covering output positions [begin, end):
+  // operand k's first element is at offsets[k], the output's at pos.
+  template <class Run> void for_rows(int64_t begin, int64_t end, const Run& run) const {
+    if (begin >= end) return;
+    const int r = int(dims_.size());
+    std::vector<int64_t> idx(r);
+    std::array<int64_t, K> off{};
+    int64_t rem = begin;
+    for (int d = r - 1; d >= 0; d--) {
+      idx[d] = rem % dims_[d];
+      rem /= dims_[d];
+      for (size_t k = 0; k < K; k++) off[k] += idx[d] * strides_[k][d];
+    }
+    for (int64_t pos = begin; pos < end;) {
+      int64_t n = std::min(dims_[r - 1] - idx[r - 1], end - pos);
+      run(off, pos, n);
+      pos += n;
+      idx[r - 1] += n;
+      for (size_t k = 0; k < K; k++) off[k] += n * strides_[k][r - 1];
+      for (int d = r - 1; d > 0 && idx[d] == dims_[d]; d--) {
+        idx[d] = 0;
+        idx[d - 1]++;
+        for (size_t k = 0; k < K; k++) off[k] += strides_[k][d - 1] - dims_[d] * strides_[k][d];
+      }
+    }
+  }
+
+ private:
+  Shape dims_;
+  std::array<std::vector<int64_t>, K> strides_;
+};
+
+// o[i] = op(a, b) over n elements with 4-wide (float) or 2-wide (double) vectors; kMode
+// 0: both operands contiguous, 1: a is one value, 2: b is one value. Returns how many
+// elements it did.
+template <int kMode, class T, class Op> int64_t simd_row(const T* a, const T* b, T* o, int64_t n, const Op& op) {
+  typedef T V __attribute__((vector_size(16)));
+  constexpr int64_t W = sizeof(V) / sizeof(T);
+  if (n < W) return 0;
+  V va, vb;
+  for (int64_t k = 0; k < W; k++) {
+    va[k] = a[0];
+    vb[k] = b[0];
+  }
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    if constexpr (kMode != 1) std::memcpy(&va, a + i, sizeof(V));
+    if constexpr (kMode != 2) std::memcpy(&vb, b + i, sizeof(V));
+    V r = op(va, vb);
+    std::memcpy(o + i, &r, sizeof(V));
+  }
+  return i;
+}
+
+// o[i] = op(a[i * sa], b[i * sb]) for i < n.
+template <class A, class B, class R, class Op>
+void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, R* o, int64_t n, const Op& op) {
+  int64_t i = 0;
+  if constexpr (Op::kSimd && std::is_floating_point_v<A> && std::is_same_v<A, B> && std::is_same_v<A, R>) {
+    if (sa == 1 && sb == 1) i = simd_row<0>(a, b, o, n, op);
+    else if (sa == 0 && sb == 1) i = simd_row<1>(a, b, o, n, op);
+    else if (sa == 1 && sb == 0) i = simd_row<2>(a, b, o, n, op);
+  }
+  if (sa == 1 && sb == 1) {
+    for (; i < n; i++) o[i] = op(a[i], b[i]);
+  } else if (sa == 0 && sb == 1) {
+    const A av = a[0];
+    for (; i < n; i++) o[i] = op(av, b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const B bv = b[0];
+    for (; i < n; i++) o[i] = op(a[i], bv);
+  } else {
+    for (; i < n; i++) o[i] = op(a[i * sa], b[i * sb]);
+  }
+}
+
+// out = op(a, b) with both operands broadcast to out's shape. out may be a itself.
+template <class A, class B, class R, class Op>
+void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out, const Op& op) {
+  const A* pa = a.data<A>();
+  const B* pb = b.data<B>();
+  R* po = out.data<R>();
+  const int64_t n = out.numel();
+  // An operand with as many elements as the output is laid out like it.
+  int64_t sa = a.numel() == n ? 1 : a.numel() == 1 ? 0 : -1;
+  int64_t sb = b.numel() == n ? 1 : b.numel() == 1 ? 0 : -1;
+  if (sa >= 0 && sb >= 0) {
+    pool.parallel_for(
+        n, [&](int64_t lo, int64_t hi) { binary_row(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, op); },
+        kGrain);
+    return;
+  }
+  Broadcast<2> bc(out.shape(), {&a.shape(), &b.shape()});
+  sa = bc.inner_stride(0);
+  sb = bc.inner_stride(1);
+  pool.parallel_for(
+      n,
+      [&](int64_t lo, int64_t hi) {
+        bc.for_rows(lo, hi, [&](const std::array<int64_t, 2>& off, int64_t pos, int64_t len) {
+          binary_row(pa + off[0], sa, pb + off[1], sb, po + pos, len, op);
+        });
+      },
+      kGrain);
+}
+
+// ---------------------------------------------------------------------------------
+// Unary ops
+
+template <class T, class R, class F>
+void unary_map(ThreadPool& pool, const Tensor& x, Tensor& y, const F& f, int64_t grain) {
+  const T* px = x.data<T>();
+  R* py = y.data<R>();
+  pool.parallel_for(
+      x.numel(), [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; i++) py[i] = f(px[i]);
+      },
+      grain);
+}
+
+// f is a template lambda []<class T>(T x) -> T.
+template <class F> void unary_float(KernelContext& ctx, const F& f) {
+  dispatch_float(ctx.input(0).dtype(),
+                 [&]<class T>() { unary_map<T, T>(ctx.pool, ctx.input(0), ctx.output(0), f, kGrainMath); });
+}
+
+template <class F> void unary_numeric(KernelContext& ctx, const F& f) {
+  dispatch_numeric(ctx.input(0).dtype(),
+                   [&]<class T>() { unary_map<T, T>(ctx.pool, ctx.input(0), ctx.output(0), f, kGrain); });
+}
+
+// float32 math on 4-lane vectors (GCC/Clang vector extensions, plain SSE2 on x86), for
+// the transcendental ops transformers run on large tensors. libm is 3-10x slower there.
+// Errors against libm: exp, sigmoid, tanh about 1e-7 relative; erf 5e-7.
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef int32_t i32x4 __attribute__((vector_size(16)));
+typedef uint32_t u32x4 __attribute__((vector_size(16)));
+
+constexpr f32x4 splat(float v) { return f32x4{v, v, v, v}; }
+// Lanes of mask are all ones or all zeros, as vector comparisons produce them.
+inline f32x4 select(i32x4 mask, f32x4 a, f32x4 b) { return (f32x4)((mask & (i32x4)a) | (~mask & (i32x4)b)); }
+// Comparisons are false for NaN, so NaN passes through.
+inline f32x4 clamp(f32x4 x, float lo, float hi) {
+  x = select(x < splat(lo), splat(lo), x);
+  return select(x > splat(hi), splat(hi), x);
+}
+
+// Cephes' expf polynomial; 2^n is applied in two halves so that results near the
+// overflow and denormal limits still come out right.
+inline f32x4 exp_f32x4(f32x4 x) {
+  x = clamp(x, -104.f, 89.f);
+  const f32x4 magic = splat(12582912.f);  // 1.5 * 2^23: adding it rounds to an integer
+  f32x4 n = (x * splat(1.44269504f) + magic) - magic;
+  f32x4 r = x - n * splat(0.693359375f);
+  r = r - n * splat(-2.12194440e-4f);
+  f32x4 p = splat(1.9875691500e-4f);
+  p = p * r + splat(1.3981999507e-3f);
+  p = p * r + splat(8.3334519073e-3f);
+  p = p * r + splat(4.1665795894e-2f);
+  p = p * r + splat(1.6666665459e-1f);
+  p = p * r + splat(5.0000001201e-1f);
+  f32x4 y = p * (r * r) + r + splat(1.f);
+  i32x4 e = __builtin_convertvector(n, i32x4);
+  i32x4 e1 = e >> 1, e2 = e - e1;
+  f32x4 s1 = (f32x4)((u32x4)(e1 + 127) << 23), s2 = (f32x4)((u32x4)(e2 + 127) << 23);
+  return y * s1 * s2;
+}
+
+inline f32x4 sigmoid_f32x4(f32x4 x) { return splat(1.f) / (splat(1.f) + exp_f32x4(-x)); }
+
+// Cephes' tanhf: an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above.
+inline f32x4 tanh_f32x4(f32x4 x) {
+  const i32x4 sign = (i32x4)x & int32_t(0x80000000);
+  f32x4 ax = (f32x4)((i32x4)x & 0x7fffffff);
+  f32x4 big = splat(1.f) - splat(2.f) / (exp_f32x4(ax + ax) + splat(1.f));
+  big = (f32x4)((i32x4)big | sign);
+  f32x4 z = x * x;
+  f32x4 p = splat(-5.70498872745e-3f);
+  p = p * z + splat(2.06390887954e-2f);
+  p = p * z + splat(-5.37397155531e-2f);
+  p = p * z + splat(1.33314422036e-1f);
+  p = p * z + splat(-3.33332819422e-1f);
+  f32x4 small = x + x * z * p;
+  return select(ax < splat(0.625f), small, big);
+}
+
+// Eigen's rational approximation; erf is +-1 in float32 beyond |x| = 4.
+inline f32x4 erf_f32x4(f32x4 x) {
+  x = clamp(x, -4.f, 4.f);
+  f32x4 x2 = x * x;
+  f32x4 p = splat(-2.72614225801306e-10f);
+  p = p * x2 + splat(2.77068142495902e-08f);
+  p = p * x2 + splat(-2.10102402082508e-06f);
+  p = p * x2 + splat(-5.69250639462346e-05f);
+  p = p * x2 + splat(-7.34990630326855e-04f);
+  p = p * x2 + splat(-2.95459980854025e-03f);
+  p = p * x2 + splat(-1.60960333262415e-02f);
+  f32x4 q = splat(-1.45660718464996e-05f);
+  q = q * x2 + splat(-2.13374055278905e-04f);
+  q = q * x2 + splat(-1.68282697438203e-03f);
+  q = q * x2 + splat(-7.37332916720468e-03f);
+  q = q * x2 + splat(-1.42647390514189e-02f);
+  return x * p / q;
+}
+
+// y = vf(x) over float32 tensors; vf must be a lambda to be inlined. The tail is padded into one more vector so every
+// element goes through the same code whatever its position.
+template <class VF> void map_f32x4(ThreadPool& pool, const Tensor& x, Tensor& y, const VF& vf) {
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
+  pool.parallel_for(
+      x.numel(),
+      [&](int64_t lo, int64_t hi) {
+        int64_t i = lo;
+        for (; i + 4 <= hi; i += 4) {
+          f32x4 v;
+          std::memcpy(&v, px + i, sizeof(v));
+          v = vf(v);
+          std::memcpy(py + i, &v, sizeof(v));
+        }
+        if (i < hi) {
+          f32x4 v = splat(0.f);
+          std::memcpy(&v, px + i, size_t(hi - i) * sizeof(float));
+          v = vf(v);
+          std::memcpy(py + i, &v, size_t(hi - i) * sizeof(float));
+        }
+      },
+      kGrainMath);
+}
+
+// A unary op with a float32 vector form vf (a lambda, so that it inlines); float64 uses
+// the scalar form f.
+template <class VF, class F> void unary_math(KernelContext& ctx, const VF& vf, const F& f) {
+  if (ctx.input(0).dtype() == DType::f32) return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), vf);
+  unary_float(ctx, f);
+}
+
+template <class T> T sigmoid(T x) {
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+// log(1 + exp(x)) without overflow for large x.
+template <class T> T softplus(T x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+void k_is_nan(KernelContext& ctx) {
+  dispatch_float(ctx.input(0).dtype(), [&]<class T>() {
+    unary_map<T, bool>(ctx.pool, ctx.input(0), ctx.output(0), [](T x) { return std::isnan(x); }, kGrain);
+  });
+}
+
+void k_is_inf(KernelContext& ctx) {
+  const bool neg = ctx.node.attr_int("detect_negative", 1) != 0;
+  const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
+  dispatch_float(ctx.input(0).dtype(), [&]<class T>() {
+    unary_map<T, bool>(
+        ctx.pool, ctx.input(0), ctx.output(0),
+        [=](T x) { return std::isinf(x) && (x > 0 ? pos : neg); }, kGrain);
+  });
+}
+
+void k_not(KernelContext& ctx) {
+  unary_map<bool, bool>(ctx.pool, ctx.input(0), ctx.output(0), [](bool x) { return !x; }, kGrain);
+}
+
+void k_erf(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::f32) return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), [](f32x4 v) { return erf_f32x4(v); });
+  // Integer inputs are allowed by the spec: compute in double, convert back.
+  dispatch_numeric(ctx.input(0).dtype(), [&]<class T>() {
+    unary_map<T, T>(
+        ctx.pool, ctx.input(0), ctx.output(0), [](T x) { return T(std::erf(x)); }, kGrainMath);
+  });
+}
+
+void k_gelu(KernelContext& ctx) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
+  if (ctx.node.attr_string("approximate", "none") == "tanh") {
+    unary_math(
+        ctx,
+        [](f32x4 x) {
+          f32x4 inner = splat(float(kSqrt2OverPi)) * (x + splat(float(kCubic)) * x * x * x);
+          return splat(0.5f) * x * (splat(1.f) + tanh_f32x4(inner));
+        },
+        []<class T>(T x) -> T {
+          return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kCubic) * x * x * x)));
+        });
+  } else {
+    unary_math(
+        ctx, [](f32x4 x) { return splat(0.5f) * x * (splat(1.f) + erf_f32x4(x * splat(float(M_SQRT1_2)))); },
+        []<class T>(T x) -> T { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); });
+  }
+}
+
+void k_leaky_relu(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 0.01f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return x < 0 ? T(alpha) * x : x; });
+}
+
+void k_elu(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 1.f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return x < 0 ? T(alpha) * std::expm1(x) : x; });
+}
+
+void k_selu(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 1.67326319217681884765625f);
+  const float gamma = ctx.node.attr_float("gamma", 1.05070102214813232421875f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return T(gamma) * (x > 0 ? x : T(alpha) * std::expm1(x)); });
+}
+
+void k_celu(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 1.f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return x > 0 ? x : T(alpha) * std::expm1(x / T(alpha)); });
+}
+
+// Clamps to [0, 1] letting NaN through.
+template <class T> T clamp01(T v) { return v < 0 ? T(0) : v > 1 ? T(1) : v; }
+
+void k_hard_sigmoid(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 0.2f), beta = ctx.node.attr_float("beta", 0.5f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return clamp01(T(alpha) * x + T(beta)); });
+}
+
+void k_thresholded_relu(KernelContext& ctx) {
+  const float alpha = ctx.node.attr_float("alpha", 1.f);
+  unary_float(ctx, [=]<class T>(T x) -> T { return x > T(alpha) ? x : T(0); });
+}
+
+void k_shrink(KernelContext& ctx) {
+  const double bias = ctx.node.attr_float("bias", 0.f), lambd = ctx.node.attr_float("lambd", 0.5f);
+  dispatch_numeric(ctx.input(0).dtype(), [&]<class T>() {
+    unary_map<T, T>(
+        ctx.pool, ctx.input(0), ctx.output(0),
+        [=](T x) {
+          double v = double(x);
+          return v < -lambd ? T(v + bias) : v > lambd ? T(v - bias) : T(0);
+        },
+        kGrain);
+  });
+}
+
+void k_clip(KernelContext& ctx) {
+  dispatch_numeric(ctx.input(0).dtype(), [&]<class T>() {
+    T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+    if constexpr (std::numeric_limits<T>::has_infinity) {
+      lo = -std::numeric_limits<T>::infinity();
+      hi = std::numeric_limits<T>::infinity();
+    }
+    if (ctx.opset < 11) {
+      lo = ctx.node.has_attr("min") ? T(ctx.node.attr_float("min", 0.f)) : lo;
+      hi = ctx.node.has_attr("max") ? T(ctx.node.attr_float("max", 0.f)) : hi;
+    } else {
+      if (ctx.has_input(1)) lo = ctx.input(1).data<T>()[0];
+      if (ctx.has_input(2)) hi = ctx.input(2).data<T>()[0];
+    }
+    // min(max(x, lo), hi) as NumPy's clip: hi wins when lo > hi, NaN passes through.
+    unary_map<T, T>(
+        ctx.pool, ctx.input(0), ctx.output(0),
+        [=](T x) {
+          T v = x < lo ? lo : x;
+          return v > hi ? hi : v;
+        },
+        kGrain);
+  });
+}
+
+// ---------------------------------------------------------------------------------
+// Binary ops. kSimd: the operator also works on GCC vector types (float ops only).
+
+struct AddOp {
+  static constexpr bool kSimd = true;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return T(Wrap<T>(a) + Wrap<T>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+struct SubOp {
+  static constexpr bool kSimd = true;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return T(Wrap<T>(a) - Wrap<T>(b));
+    } else {
+      return a - b;
+    }
+  }
+};
+
+struct MulOp {
+  static constexpr bool kSimd = true;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return T(Wrap<T>(a) * Wrap<T>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+// Integer division truncates toward zero; the kernel rejects zero divisors beforehand.
+struct DivOp {
+  static constexpr bool kSimd = true;
+  template <class T> T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      return b == T(-1) ? negate(a) : T(a / b);  // INT_MIN / -1 traps on x86
+    } else {
+      return a / b;
+    }
+  }
+};
+
+// Max/Min propagate NaN like NumPy's maximum/minimum.
+struct MaxOp {
+  static constexpr bool kSimd = false;
+  template <class T> T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; }
+};
+
+struct MinOp {
+  static constexpr bool kSimd = false;
+  template <class T> T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; }
+};
+
+// Wraps a lambda as a binary operator without a vector form.
+template <class F> struct Scalar {
+  static constexpr bool kSimd = false;
+  F f;
+  template <class A, class B> auto operator()(A a, B b) const { return f(a, b); }
+};
+template <class F> Scalar(F) -> Scalar<F>;
+
+template <class T> void check_no_zero_divisor(const Tensor& b, const char* what) {
+  const T* p = b.data<T>();
+  for (int64_t i = 0; i < b.numel(); i++)
+    if (p[i] == T(0)) fail("integer ", what, " by zero (the divisor is 0 at flat index ", i, ")");
+}
+
+template <class Op> void k_arith(KernelContext& ctx) {
+  dispatch_numeric(ctx.output(0).dtype(), [&]<class T>() {
+    if constexpr (std::is_integral_v<T> && std::is_same_v<Op, DivOp>) check_no_zero_divisor<T>(ctx.input(1), "division");
+    binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Op{});
+  });
+}
+
+template <class T> T int_mod(T a, T b, bool fmod) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == T(-1)) return T(0);  // INT_MIN % -1 traps on x86
+    T r = T(a % b);
+    // fmod=0 follows Python: the remainder takes the divisor's sign.
+    if (!fmod && r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
+    return r;
+  } else {
+    return T(a % b);
+  }
+}
+
+void k_mod(KernelContext& ctx) {
+  const bool fmod = ctx.node.attr_int("fmod", 0) != 0;
+  dispatch_numeric(ctx.output(0).dtype(), [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T>) {
+      binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0),
+                          Scalar{[](T a, T b) { return std::fmod(a, b); }});
+    } else {
+      check_no_zero_divisor<T>(ctx.input(1), "modulo");
+      binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0),
+                          Scalar{[=](T a, T b) { return int_mod(a, b, fmod); }});
+    }
+  });
+}
+
+// Integer exponents: exact, wrapping on overflow; negative ones truncate 1/a^n toward 0.
+template <class A, class B> A int_pow(A a, B b) {
+  if (is_negative(b)) {
+    if (a == A(1)) return A(1);
+    if constexpr (std::is_signed_v<A>) {
+      if (a == A(-1)) return (b % 2 == 0) ? A(1) : A(-1);
+    }
+    return A(0);
+  }
+  Wrap<A> result = 1, base = Wrap<A>(a);
+  for (uint64_t e = uint64_t(b); e; e >>= 1) {
+    if (e & 1) result *= base;
+    base *= base;
+  }
+  return A(result);
+}
+
+template <class A, class B> A pow_value(A a, B b) {
+  if constexpr (std::is_same_v<A, float> && std::is_same_v<B, float>) {
+    return std::pow(a, b);
+  } else if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {
+    return int_pow(a, b);
+  } else {
+    return A(std::pow(double(a), double(b)));
+  }
+}
+
+void k_pow(KernelContext& ctx) {
+  const Tensor& base = ctx.input(0);
+  const Tensor& expo = ctx.input(1);
+  auto with_base = [&]<class A>() {
+    dispatch_numeric(expo.dtype(), [&]<class B>() {
+      if constexpr (std::is_floating_point_v<A>) {
+        // x^2 (variance in decomposed LayerNorm) is worth a multiply instead of pow().
+        if (expo.numel() == 1 && double(expo.data<B>()[0]) == 2.0) {
+          unary_map<A, A>(ctx.pool, base, ctx.output(0), [](A x) { return x * x; }, kGrain);
+          return;
+        }
+      }
+      binary_map<A, B, A>(ctx.pool, base, expo, ctx.output(0), Scalar{[](A a, B b) { return pow_value(a, b); }});
+    });
+  };
+  switch (base.dtype()) {
+    case DType::f32: return with_base.template operator()<float>();
+    case DType::f64: return with_base.template operator()<double>();
+    case DType::i32: return with_base.template operator()<int32_t>();
+    case DType::i64: return with_base.template operator()<int64_t>();
+    default: unsupported("Pow with a base of type ", dtype_name(base.dtype()));
+  }
+}
+
+void k_bit_shift(KernelContext& ctx) {
+  const bool left = ctx.node.attr_string("direction", "") == "LEFT";
+  dispatch_int(ctx.output(0).dtype(), [&]<class T>() {
+    if constexpr (std::is_unsigned_v<T>) {
+      // Shifting by the bit width or more gives 0 rather than C++'s undefined behaviour.
+      binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Scalar{[=](T a, T s) {
+                            if (s >= T(sizeof(T) * 8)) return T(0);
+                            return left ? T(Wrap<T>(a) << s) : T(a >> s);
+                          }});
+    } else {
+      unsupported("BitShift on ", dtype_name(dtype_v<T>), " (expected an unsigned type)");
+    }
+  });
+}
+
+void k_prelu(KernelContext& ctx) {
+  dispatch_numeric(ctx.output(0).dtype(), [&]<class T>() {
+    binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0),
+                        Scalar{[](T x, T slope) { return is_negative(x) ? MulOp{}(x, slope) : x; }});
+  });
+}
+
+template <class F> void compare(KernelContext& ctx, const F& f) {
+  dispatch_all(ctx.input(0).dtype(), [&]<class T>() {
+    binary_map<T, T, bool>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Scalar{f});
+  });
+}
+
+template <class F> void logical(KernelContext& ctx, const F& f) {
+  binary_map<bool, bool, bool>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Scalar{f});
+}
+
+// Max, Min, Sum, Mean: folds the inputs into the output, each broadcast to its shape.
+template <class Op, bool kMean = false> void k_variadic(KernelContext& ctx) {
+  Tensor& out = ctx.output(0);
+  const size_t n = ctx.input_count();
+  dispatch_numeric(out.dtype(), [&]<class T>() {
+    if (n == 1) {
+      std::memcpy(out.raw(), ctx.input(0).raw(), out.nbytes());
+      return;
+    }
+    binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), out, Op{});
+    for (size_t i = 2; i < n; i++) binary_map<T, T, T>(ctx.pool, out, ctx.input(i), out, Op{});
+    if constexpr (kMean) unary_map<T, T>(ctx.pool, out, out, [=](T v) { return T(v / T(n)); }, kGrain);
+  });
+}
+
+void k_where(KernelContext& ctx) {
+  const Tensor& cond = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& y = ctx.input(2);
+  Tensor& out = ctx.output(0);
+  // Moves bytes only, so any type of the same size is handled alike.
+  auto run = [&]<class T>() {
+    const bool* pc = cond.data<bool>();
+    const T* px = static_cast<const T*>(x.raw());
+    const T* py = static_cast<const T*>(y.raw());
+    T* po = static_cast<T*>(out.raw());
+    Broadcast<3> bc(out.shape(), {&cond.shape(), &x.shape(), &y.shape()});
+    const int64_t sc = bc.inner_stride(0), sx = bc.inner_stride(1), sy = bc.inner_stride(2);
+    ctx.pool.parallel_for(
+        out.numel(),
+        [&](int64_t lo, int64_t hi) {
+          bc.for_rows(lo, hi, [&](const std::array<int64_t, 3>& off, int64_t pos, int64_t len) {
+            const bool* c = pc + off[0];
+            const T* a = px + off[1];
+            const T* b = py + off[2];
+            T* o = po + pos;
+            for (int64_t i = 0; i < len; i++) o[i] = c[i * sc] ? a[i * sx] : b[i * sy];
+          });
+        },
+        kGrain);
+  };
+  switch (dtype_size(out.dtype())) {
+    case 1: return run.template operator()<uint8_t>();
+    case 2: return run.template operator()<uint16_t>();
+    case 4: return run.template operator()<uint32_t>();
+    case 8: return run.template operator()<uint64_t>();
+    default: unsupported("Where on ", dtype_name(out.dtype()));
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Cast
+
+// Every storage type, half types included.
+template <class F> decltype(auto) dispatch_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::f16: return f.template operator()<half_t>();
+    case DType::bf16: return f.template operator()<bf16_t>();
+    default: return dispatch_all(t, std::forward<F>(f));
+  }
+}
+
+// Truncates as the ONNX 1.12 reference does for Cast to bfloat16; NaN stays a quiet NaN.
+uint16_t float_to_bf16_truncated(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return uint16_t((u >> 16) | 0x40);
+  return uint16_t(u >> 16);
+}
+
+// Float to integer conversion is C++'s static_cast, as in NumPy's astype.
+template <class D, class S> D convert(S s) {
+  if constexpr (std::is_same_v<S, half_t>) {
+    return convert<D>(half_to_float(s.bits));
+  } else if constexpr (std::is_same_v<S, bf16_t>) {
+    return convert<D>(bf16_to_float(s.bits));
+  } else if constexpr (std::is_same_v<D, half_t>) {
+    return half_t{float_to_half(float(s))};
+  } else if constexpr (std::is_same_v<D, bf16_t>) {
+    return bf16_t{float_to_bf16_truncated(float(s))};
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return s != S(0);
+  } else {
+    return static_cast<D>(s);
+  }
+}
+
+// Cast and CastLike: the target type is the output's.
+void k_cast(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  if (x.dtype() == y.dtype()) {
+    std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  dispatch_storage(x.dtype(), [&]<class S>() {
+    dispatch_storage(y.dtype(), [&]<class D>() {
+      const S* px = static_cast<const S*>(x.raw());
+      D* py = static_cast<D*>(y.raw());
+      ctx.pool.parallel_for(
+          x.numel(), [&](int64_t lo, int64_t hi) {
+            for (int64_t i = lo; i < hi; i++) py[i] = convert<D>(px[i]);
+          },
+          kGrain);
+    });
+  });
+}
+
+}  // namespace
+
+void register_elementwise_kernels(CpuKernelTable& t) {
+  // Unary math.
+  t["Abs"] = {[](KernelContext& c) {
+    unary_numeric(c, []<class T>(T x) -> T { return is_negative(x) ? negate(x) : x; });
+  }};
+  t["Neg"] = {[](KernelContext& c) { unary_numeric(c, []<class T>(T x) -> T { return negate(x); }); }};
+  t["Sign"] = {[](KernelContext& c) {
+    unary_numeric(c, []<class T>(T x) -> T { return x > T(0) ? T(1) : is_negative(x) ? T(-1) : x; });
+  }};
+  t["Relu"] = {[](KernelContext& c) {
+    unary_numeric(c, []<class T>(T x) -> T { return is_negative(x) ? T(0) : x; });
+  }};
+  t["Reciprocal"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return T(1) / x; }); }};
+  t["Floor"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::floor(x); }); }};
+  t["Ceil"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::ceil(x); }); }};
+  // Halves round to even, as the spec asks.
+  t["Round"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::nearbyint(x); }); }};
+  t["Sqrt"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sqrt(x); }); }};
+  t["Exp"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return exp_f32x4(v); }, []<class T>(T x) -> T { return std::exp(x); }); }};
+  t["Log"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::log(x); }); }};
+  t["Erf"] = {k_erf};
+  t["Tanh"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return tanh_f32x4(v); }, []<class T>(T x) -> T { return std::tanh(x); }); }};
+  t["Sigmoid"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return sigmoid_f32x4(v); }, []<class T>(T x) -> T { return sigmoid(x); }); }};
+  t["Sin"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sin(x); }); }};
+  t["Cos"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::cos(x); }); }};
+  t["Tan"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::tan(x); }); }};
+  t["Asin"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::asin(x); }); }};
+  t["Acos"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::acos(x); }); }};
+  t["Atan"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::atan(x); }); }};
+  t["Sinh"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sinh(x); }); }};
+  t["Cosh"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::cosh(x); }); }};
+  t["Asinh"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::asinh(x); }); }};
+  t["Acosh"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::acosh(x); }); }};
+  t["Atanh"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::atanh(x); }); }};
+  t["Softplus"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return softplus(x); }); }};
+  t["Softsign"] = {
+      [](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return x / (T(1) + std::abs(x)); }); }};
+  t["Not"] = {k_not};
+  t["IsNaN"] = {k_is_nan};
+  t["IsInf"] = {k_is_inf};
+
+  // Activations.
+  t["LeakyRelu"] = {k_leaky_relu};
+  t["Elu"] = {k_elu};
+  t["Selu"] = {k_selu};
+  t["Celu"] = {k_celu};
+  t["HardSigmoid"] = {k_hard_sigmoid};
+  t["HardSwish"] = {[](KernelContext& c) {
+    unary_float(c, []<class T>(T x) -> T { return x * clamp01(x / T(6) + T(0.5)); });
+  }};
+  t["Gelu"] = {k_gelu};
+  t["ThresholdedRelu"] = {k_thresholded_relu};
+  t["Shrink"] = {k_shrink};
+  t["Mish"] = {[](KernelContext& c) {
+    unary_float(c, []<class T>(T x) -> T { return x * std::tanh(softplus(x)); });
+  }};
+  t["PRelu"] = {k_prelu};
+  t["Clip"] = {k_clip};
+
+  // Broadcasting binary ops.
+  t["Add"] = {k_arith<AddOp>};
+  t["Sub"] = {k_arith<SubOp>};
+  t["Mul"] = {k_arith<MulOp>};
+  t["Div"] = {k_arith<DivOp>};
+  t["Pow"] = {k_pow};
+  t["Mod"] = {k_mod};
+  t["BitShift"] = {k_bit_shift};
+  t["And"] = {[](KernelContext& c) { logical(c, [](bool a, bool b) { return a && b; }); }};
+  t["Or"] = {[](KernelContext& c) { logical(c, [](bool a, bool b) { return a || b; }); }};
+  t["Xor"] = {[](KernelContext& c) { logical(c, [](bool a, bool b) { return a != b; }); }};
+  t["Equal"] = {[](KernelContext& c) { compare(c, [](auto a, auto b) { return a == b; }); }};
+  t["Less"] = {[](KernelContext& c) { compare(c, [](auto a, auto b) { return a < b; }); }};
+  t["LessOrEqual"] = {[](KernelContext& c) { compare(c, [](auto a, auto b) { return a <= b; }); }};
+  t["Greater"] = {[](KernelContext& c) { compare(c, [](auto a, auto b) { return a > b; }); }};
+  t["GreaterOrEqual"] = {[](KernelContext& c) { compare(c, [](auto a, auto b) { return a >= b; }); }};
+
+  // Variadic.
+  t["Max"] = {k_variadic<MaxOp>};
+  t["Min"] = {k_variadic<MinOp>};
+  t["Sum"] = {k_variadic<AddOp>};
+  t["Mean"] = {k_variadic<AddOp, true>};
+
+  t["Where"] = {k_where, true};
+  t["Cast"] = {k_cast, true};
+  t["CastLike"] = {k_cast, true};
+}
 
 }  // namespace vlrt

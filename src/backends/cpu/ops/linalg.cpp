@@ -1,9 +1,726 @@
+// CPU kernels for MatMul, Gemm, Conv, ConvTranspose, Einsum and MatMulInteger.
+// Float GEMMs go to OpenBLAS; convolutions are im2col + GEMM, with a direct kernel for
+// depthwise and no im2col at all for 1x1 stride-1 unpadded ones.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <type_traits>
+
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
 
-void register_linalg_kernels(CpuKernelTable& t) { (void)t; }
+namespace {
+
+// OpenBLAS keeps one process-wide thread count.
+void set_blas_threads(int n) {
+  if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+}
+
+// c = alpha * op(a) * op(b) + beta * c, row-major; op transposes when ta / tb.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+    return;
+  }
+  auto tra = ta ? CblasTrans : CblasNoTrans, trb = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, tra, trb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, tra, trb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    for (int64_t i = 0; i < m; i++) {
+      T* crow = c + i * ldc;
+      for (int64_t j = 0; j < n; j++) crow[j] = beta == T(0) ? T(0) : T(beta * crow[j]);
+      for (int64_t p = 0; p < k; p++) {
+        T av = T(alpha * (ta ? a[p * lda + i] : a[i * lda + p]));
+        for (int64_t j = 0; j < n; j++) crow[j] += T(av * (tb ? b[j * ldb + p] : b[p * ldb + j]));
+      }
+    }
+  }
+}
+
+// Runs `count` independent GEMM-sized jobs through fn(begin, end, nested). Small jobs, and
+// large ones that split evenly over the pool, are spread over it with single-threaded BLAS;
+// otherwise they run in turn with threaded BLAS, and `nested` tells fn it may use the pool
+// itself (e.g. for im2col).
+template <class T>
+void run_jobs(ThreadPool& pool, int64_t count, double flops_per_job,
+              const std::function<void(int64_t, int64_t, bool)>& fn) {
+  int threads = pool.size();
+  bool even = count % threads == 0 || count >= 4 * threads;
+  bool spread = count > 1 && (!std::is_floating_point_v<T> || flops_per_job < 1e7 || even);
+  if constexpr (std::is_floating_point_v<T>) set_blas_threads(spread ? 1 : threads);
+  if (spread) {
+    pool.parallel_for(count, [&](int64_t b, int64_t e) { fn(b, e, false); });
+  } else {
+    fn(0, count, true);
+  }
+}
+
+// d[i] += w * s[i] for i < n; GCC vector extensions because -O2 does not vectorize this loop.
+template <class T>
+void axpy(T* __restrict d, const T* __restrict s, T w, int64_t n) {
+  int64_t i = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    typedef T V __attribute__((vector_size(16)));
+    constexpr int64_t lanes = 16 / sizeof(T);
+    for (; i + 2 * lanes <= n; i += 2 * lanes) {
+      V d0, d1, s0, s1;
+      std::memcpy(&d0, d + i, 16);
+      std::memcpy(&d1, d + i + lanes, 16);
+      std::memcpy(&s0, s + i, 16);
+      std::memcpy(&s1, s + i + lanes, 16);
+      d0 += w * s0;
+      d1 += w * s1;
+      std::memcpy(d + i, &d0, 16);
+      std::memcpy(d + i + lanes, &d1, 16);
+    }
+  }
+  for (; i < n; i++) d[i] += w * s[i];
+}
+
+template <class T>
+std::unique_ptr<T[]> scratch(int64_t n) {
+  return std::make_unique_for_overwrite<T[]>(size_t(n));
+}
+
+// Copies src, seen through per-axis element strides (0 repeats an element), into a
+// contiguous dst of shape `sizes`.
+template <class T>
+void strided_copy(const T* src, const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                  T* dst) {
+  int64_t total = shape_numel(sizes);
+  if (total == 0) return;
+  if (sizes.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  size_t r = sizes.size();
+  int64_t inner = sizes[r - 1], inner_stride = strides[r - 1];
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t done = 0; done < total; done += inner) {
+    for (int64_t i = 0; i < inner; i++) dst[i] = src[off + i * inner_stride];
+    dst += inner;
+    for (size_t ax = r - 1; ax-- > 0;) {
+      off += strides[ax];
+      if (++idx[ax] < sizes[ax]) break;
+      off -= strides[ax] * sizes[ax];
+      idx[ax] = 0;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// MatMul
+
+// y[batch..., m, n] = a[batch..., m, k] x b[batch..., k, n] with numpy promotion of 1-D
+// operands and broadcasting of the batch axes.
+template <class T>
+void matmul(ThreadPool& pool, const T* a, Shape as, const T* b, Shape bs, T* y) {
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch = broadcast_shapes(a_batch, b_batch);
+  int64_t count = shape_numel(batch);
+  if (count == 0 || m == 0 || n == 0) return;
+  // A shared B: fold A's batch into its rows, one large GEMM (the Linear layer case).
+  if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == count) {
+    run_jobs<T>(pool, 1, 0, [&](int64_t, int64_t, bool) {
+      gemm<T>(false, false, count * m, n, k, T(1), a, k, b, n, T(0), y, n);
+    });
+    return;
+  }
+  std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
+  std::vector<int64_t> a_off(count), b_off(count);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t rest = i, oa = 0, ob = 0;
+    for (size_t ax = batch.size(); ax-- > 0;) {
+      int64_t idx = rest % batch[ax];
+      rest /= batch[ax];
+      oa += idx * sa[ax];
+      ob += idx * sb[ax];
+    }
+    a_off[i] = oa * m * k;
+    b_off[i] = ob * k * n;
+  }
+  run_jobs<T>(pool, count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, bool) {
+    for (int64_t i = begin; i < end; i++)
+      gemm<T>(false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0), y + i * m * n, n);
+  });
+}
+
+void matmul_kernel(KernelContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  dispatch_numeric(a.dtype(), [&]<class T>() {
+    matmul<T>(ctx.pool, a.data<T>(), a.shape(), b.data<T>(), b.shape(), y.data<T>());
+  });
+}
+
+void gemm_kernel(KernelContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
+  double alpha = ctx.node.attr_float("alpha", 1.0f), beta = ctx.node.attr_float("beta", 1.0f);
+  int64_t m = y.dim(0), n = y.dim(1), k = ta ? a.dim(0) : a.dim(1);
+  bool has_c = ctx.has_input(2) && beta != 0;
+  dispatch_numeric(a.dtype(), [&]<class T>() {
+    T* out = y.data<T>();
+    // out (= or +=) beta * C broadcast to [m, n].
+    auto apply_c = [&](bool accumulate) {
+      const Tensor& c = ctx.input(2);
+      std::vector<int64_t> st = broadcast_strides(c.shape(), {m, n});
+      const T* cd = c.data<T>();
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+          T v = T(beta * double(cd[i * st[0] + j * st[1]]));
+          out[i * n + j] = accumulate ? T(out[i * n + j] + v) : v;
+        }
+    };
+    if constexpr (std::is_floating_point_v<T>) {
+      if (has_c) apply_c(false);
+      set_blas_threads(ctx.pool.size());
+      gemm<T>(ta, tb, m, n, k, T(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1), T(has_c ? 1 : 0), out,
+              n);
+    } else {
+      gemm<T>(ta, tb, m, n, k, T(1), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1), T(0), out, n);
+      if (alpha != 1)
+        for (int64_t i = 0; i < m * n; i++) out[i] = T(alpha * double(out[i]));
+      if (has_c) apply_c(true);
+    }
+  });
+}
+
+// MatMulInteger through float64 GEMM: products of 8-bit values and their sums stay far
+// below 2^53, so the result is exact.
+void matmul_integer_kernel(KernelContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  const Shape &as = a.shape(), &bs = b.shape();
+  int64_t k = as.back();
+  int64_t n = bs.size() > 1 ? bs.back() : 1, m = as.size() > 1 ? as[as.size() - 2] : 1;
+  // Input minus zero point, where the zero point is one value, one per row of A or one per column of B.
+  auto shifted = [&](const Tensor& x, size_t zp_input, bool rows) {
+    std::unique_ptr<double[]> out = scratch<double>(x.numel());
+    dispatch_int(x.dtype(), [&]<class T>() {
+      const T* xd = x.data<T>();
+      if (!ctx.has_input(zp_input)) {
+        for (int64_t i = 0; i < x.numel(); i++) out[i] = double(xd[i]);
+        return;
+      }
+      const Tensor& zt = ctx.input(zp_input);
+      const T* zp = zt.data<T>();
+      // The schema allows [len] or the input's shape with the reduced axis set to 1.
+      bool per_tensor = zt.numel() == 1, per_batch = zt.rank() > 1;
+      for (int64_t i = 0; i < x.numel(); i++) {
+        int64_t z = per_tensor ? 0
+                    : rows     ? (per_batch ? i / k : i / k % m)
+                               : (per_batch ? i / (k * n) * n + i % n : i % n);
+        out[i] = double(xd[i]) - double(zp[z]);
+      }
+    });
+    return out;
+  };
+  std::unique_ptr<double[]> ad = shifted(a, 2, true), bd = shifted(b, 3, false);
+  std::unique_ptr<double[]> yd = scratch<double>(y.numel());
+  matmul<double>(ctx.pool, ad.get(), as, bd.get(), bs, yd.get());
+  int32_t* out = y.data<int32_t>();
+  // Accumulation wraps around in 32 bits, as the spec allows.
+  for (int64_t i = 0; i < y.numel(); i++) out[i] = int32_t(uint32_t(int64_t(yd[i])));
+}
+
+// ---------------------------------------------------------------------------------------
+// Conv and ConvTranspose
+
+// Geometry with the spatial rank padded to 3 (leading axes of size 1). For Conv `in`
+// is the input and `out` the output; ConvTranspose computes the adjoint, so its roles
+// are the same: `in` is X's spatial shape, `out` is Y's.
+struct ConvGeom {
+  int64_t batch = 0, c = 0, m = 0, group = 1;  // input channels, output channels
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[3] = {0, 0, 0};  // pad: at the start
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+};
+
+ConvGeom conv_geom(KernelContext& ctx, bool transpose) {
+  const Shape &x = ctx.input(0).shape(), &w = ctx.input(1).shape(), &y = ctx.output(0).shape();
+  const Node& node = ctx.node;
+  size_t nsp = x.size() - 2, o = 3 - nsp;
+  ConvGeom g;
+  g.batch = x[0];
+  g.c = x[1];
+  g.m = y[1];
+  g.group = node.attr_int("group", 1);
+  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(nsp, 1));
+  std::vector<int64_t> dils = node.attr_ints("dilations", std::vector<int64_t>(nsp, 1));
+  std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(nsp, 0));
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t in = x[i + 2], out = y[i + 2], s = strides[i], d = dils[i], ek = (w[i + 2] - 1) * d + 1;
+    int64_t pad = auto_pad == "NOTSET" ? pads[i] : 0;
+    if (!transpose && same) {
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
+      pad = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    } else if (transpose && (same || node.has_attr("output_shape"))) {
+      // Negative totals mean a larger output than the input covers; the excess stays zero.
+      int64_t total = std::max<int64_t>(0, s * (in - 1) + out_pad[i] + ek - out);
+      pad = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    }
+    g.in[o + i] = in;
+    g.out[o + i] = out;
+    g.k[o + i] = w[i + 2];
+    g.stride[o + i] = s;
+    g.dil[o + i] = d;
+    g.pad[o + i] = pad;
+  }
+  return g;
+}
+
+// Positions p in [0, count) with 0 <= p * s + off < limit, as [lo, hi).
+void valid_range(int64_t off, int64_t s, int64_t limit, int64_t count, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = limit - off <= 0 ? 0 : (limit - off + s - 1) / s;
+  lo = std::min(lo, count);
+  hi = std::clamp(hi, lo, count);
+}
+
+// col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pad, ...], zero outside x.
+template <class T>
+void im2col(const ConvGeom& g, const T* x, int64_t channels, T* col, ThreadPool* pool) {
+  int64_t ks = g.k_size(), os = g.out_size();
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+      int64_t ch = r / ks, kk = r % ks;
+      int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
+      const T* xc = x + ch * g.in_size();
+      T* dst = col + r * os;
+      int64_t off_w = kw * g.dil[2] - g.pad[2], lo, hi;
+      valid_range(off_w, g.stride[2], g.in[2], g.out[2], lo, hi);
+      for (int64_t od = 0; od < g.out[0]; od++) {
+        int64_t id = od * g.stride[0] + kd * g.dil[0] - g.pad[0];
+        for (int64_t oh = 0; oh < g.out[1]; oh++, dst += g.out[2]) {
+          int64_t ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
+          if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+            std::fill(dst, dst + g.out[2], T(0));
+            continue;
+          }
+          const T* src = xc + (id * g.in[1] + ih) * g.in[2];
+          std::fill(dst, dst + lo, T(0));
+          if (g.stride[2] == 1) {
+            std::memcpy(dst + lo, src + lo + off_w, size_t(hi - lo) * sizeof(T));
+          } else {
+            for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[ow * g.stride[2] + off_w];
+          }
+          std::fill(dst + hi, dst + g.out[2], T(0));
+        }
+      }
+    }
+  };
+  int64_t n = channels * ks;
+  if (pool)
+    pool->parallel_for(n, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(os, 1)));
+  else
+    rows(0, n);
+}
+
+// One plane of a depthwise convolution: yp = bias + x plane (*) kernel wk. lo/hi[kw]: the
+// output columns whose tap kw lands inside the input row.
+template <class T>
+void depthwise_plane(const ConvGeom& g, const T* xp, const T* wk, T bias, const std::vector<int64_t>& lo,
+                     const std::vector<int64_t>& hi, T* yp) {
+  std::fill(yp, yp + g.out_size(), bias);
+  for (int64_t od = 0; od < g.out[0]; od++) {
+    for (int64_t oh = 0; oh < g.out[1]; oh++) {
+      T* drow = yp + (od * g.out[1] + oh) * g.out[2];
+      for (int64_t kd = 0; kd < g.k[0]; kd++) {
+        int64_t id = od * g.stride[0] + kd * g.dil[0] - g.pad[0];
+        for (int64_t kh = 0; kh < g.k[1]; kh++) {
+          int64_t ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
+          if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) continue;
+          const T* srow = xp + (id * g.in[1] + ih) * g.in[2];
+          const T* wrow = wk + (kd * g.k[1] + kh) * g.k[2];
+          for (int64_t kw = 0; kw < g.k[2]; kw++) {
+            int64_t off = kw * g.dil[2] - g.pad[2];
+            if (g.stride[2] == 1) {
+              axpy(drow + lo[kw], srow + lo[kw] + off, wrow[kw], hi[kw] - lo[kw]);
+            } else {
+              for (int64_t ow = lo[kw]; ow < hi[kw]; ow++)
+                drow[ow] += wrow[kw] * srow[ow * g.stride[2] + off];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// One input channel per group (depthwise, possibly with a channel multiplier): a direct
+// kernel, since the GEMM would be a matrix-vector product over an im2col copy.
+template <class T>
+void conv_depthwise(ThreadPool& pool, const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
+  int64_t ks = g.k_size(), os = g.out_size(), per_group = g.m / g.group;
+  std::vector<int64_t> lo(g.k[2]), hi(g.k[2]);
+  for (int64_t kw = 0; kw < g.k[2]; kw++)
+    valid_range(kw * g.dil[2] - g.pad[2], g.stride[2], g.in[2], g.out[2], lo[kw], hi[kw]);
+  auto planes = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++) {
+      int64_t oc = p % g.m;
+      const T* xp = x + (p / g.m * g.c + oc / per_group) * g.in_size();
+      depthwise_plane(g, xp, w + oc * ks, bias ? bias[oc] : T(0), lo, hi, y + p * os);
+    }
+  };
+  pool.parallel_for(g.batch * g.m, planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(os * ks, 1)));
+}
+
+template <class T>
+void conv(KernelContext& ctx) {
+  ConvGeom g = conv_geom(ctx, false);
+  const T* x = ctx.input(0).data<T>();
+  const T* w = ctx.input(1).data<T>();
+  const T* bias = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
+  T* y = ctx.output(0).data<T>();
+  int64_t cg = g.c / g.group, mg = g.m / g.group, ks = g.k_size(), is = g.in_size(), os = g.out_size();
+  if (g.batch == 0 || g.m == 0 || os == 0) return;
+  if (cg == 1) return conv_depthwise(ctx.pool, g, x, w, bias, y);
+  bool pointwise = ks == 1;
+  for (int i = 0; i < 3; i++)
+    pointwise = pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.in[i] == g.out[i];
+  int64_t col_size = pointwise ? 0 : cg * ks * os;
+  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * os, [&](int64_t j0, int64_t j1, bool nested) {
+    std::unique_ptr<T[]> col = scratch<T>(col_size);
+    for (int64_t j = j0; j < j1; j++) {
+      int64_t ni = j / g.group, gi = j % g.group;
+      const T* xg = x + (ni * g.c + gi * cg) * is;
+      T* yg = y + (ni * g.m + gi * mg) * os;
+      if (!pointwise) im2col(g, xg, cg, col.get(), nested ? &ctx.pool : nullptr);
+      if (bias)
+        for (int64_t r = 0; r < mg; r++) std::fill(yg + r * os, yg + (r + 1) * os, bias[gi * mg + r]);
+      gemm<T>(false, false, mg, os, cg * ks, T(1), w + gi * mg * cg * ks, cg * ks, pointwise ? xg : col.get(),
+              os, T(bias ? 1 : 0), yg, os);
+    }
+  });
+}
+
+// y[(m, od*s + kd*d - pad, ...)] += col[(m, kd, kh, kw), (id, ih, iw)] for one group's
+// output channels [m0, m1); the scatter-add counterpart of im2col.
+template <class T>
+void col2im(const ConvGeom& g, const T* col, int64_t m0, int64_t m1, T* y) {
+  int64_t ks = g.k_size(), is = g.in_size(), os = g.out_size();
+  for (int64_t mc = m0; mc < m1; mc++) {
+    for (int64_t kk = 0; kk < ks; kk++) {
+      int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
+      const T* src = col + (mc * ks + kk) * is;
+      T* yc = y + mc * os;
+      int64_t off_w = kw * g.dil[2] - g.pad[2], lo, hi;
+      valid_range(off_w, g.stride[2], g.out[2], g.in[2], lo, hi);
+      for (int64_t id = 0; id < g.in[0]; id++) {
+        int64_t od = id * g.stride[0] + kd * g.dil[0] - g.pad[0];
+        for (int64_t ih = 0; ih < g.in[1]; ih++) {
+          int64_t oh = ih * g.stride[1] + kh * g.dil[1] - g.pad[1];
+          if (od < 0 || od >= g.out[0] || oh < 0 || oh >= g.out[1]) continue;
+          const T* srow = src + (id * g.in[1] + ih) * g.in[2];
+          T* drow = yc + (od * g.out[1] + oh) * g.out[2];
+          if (g.stride[2] == 1) {
+            axpy(drow + lo + off_w, srow + lo, T(1), hi - lo);
+          } else {
+            for (int64_t iw = lo; iw < hi; iw++) drow[iw * g.stride[2] + off_w] += srow[iw];
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+void conv_transpose(KernelContext& ctx) {
+  ConvGeom g = conv_geom(ctx, true);
+  const T* x = ctx.input(0).data<T>();
+  const T* w = ctx.input(1).data<T>();
+  const T* bias = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
+  T* y = ctx.output(0).data<T>();
+  int64_t cg = g.c / g.group, mg = g.m / g.group, ks = g.k_size(), is = g.in_size(), os = g.out_size();
+  for (int64_t p = 0; p < g.batch * g.m; p++)
+    std::fill(y + p * os, y + (p + 1) * os, bias ? bias[p % g.m] : T(0));
+  if (g.batch == 0 || g.m == 0 || os == 0) return;
+  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * is, [&](int64_t j0, int64_t j1, bool nested) {
+    std::unique_ptr<T[]> col = scratch<T>(mg * ks * is);
+    for (int64_t j = j0; j < j1; j++) {
+      int64_t ni = j / g.group, gi = j % g.group;
+      // col[(m, k), i] = sum_c W[c, m, k] * X[c, i]
+      gemm<T>(true, false, mg * ks, is, cg, T(1), w + gi * cg * mg * ks, mg * ks,
+              x + (ni * g.c + gi * cg) * is, is, T(0), col.get(), is);
+      T* yg = y + (ni * g.m + gi * mg) * os;
+      if (nested) {
+        ctx.pool.parallel_for(mg, [&](int64_t m0, int64_t m1) { col2im(g, col.get(), m0, m1, yg); });
+      } else {
+        col2im(g, col.get(), 0, mg, yg);
+      }
+    }
+  });
+}
+
+void conv_kernel(KernelContext& ctx) {
+  dispatch_float(ctx.input(0).dtype(), [&]<class T>() { conv<T>(ctx); });
+}
+
+void conv_transpose_kernel(KernelContext& ctx) {
+  dispatch_float(ctx.input(0).dtype(), [&]<class T>() { conv_transpose<T>(ctx); });
+}
+
+// ---------------------------------------------------------------------------------------
+// Einsum
+
+// Every axis of every term named: letters by their ASCII code, ellipsis dims by 256 +
+// position (right-aligned across operands). The schema has validated the equation.
+struct EinsumLabels {
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> output;
+};
+
+EinsumLabels einsum_labels(std::string eq, const std::vector<size_t>& ranks) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  auto letters_of = [](const std::string& term, size_t& ell) {
+    ell = term.find("...");
+    return ell == std::string::npos ? term : term.substr(0, ell) + term.substr(ell + 3);
+  };
+  size_t n_ell = 0;
+  bool any_ell = false;
+  for (size_t t = 0; t < terms.size(); t++) {
+    size_t ell;
+    std::string l = letters_of(terms[t], ell);
+    if (ell != std::string::npos) n_ell = std::max(n_ell, ranks[t] - l.size());
+    any_ell = any_ell || ell != std::string::npos;
+  }
+  auto expand = [&](const std::string& term, size_t rank) {
+    size_t ell;
+    std::string l = letters_of(term, ell);
+    std::vector<int> ids(l.begin(), l.end());
+    if (ell != std::string::npos) {
+      std::vector<int> e;
+      for (size_t j = n_ell - (rank - l.size()); j < n_ell; j++) e.push_back(256 + int(j));
+      ids.insert(ids.begin() + ell, e.begin(), e.end());
+    }
+    return ids;
+  };
+  EinsumLabels r;
+  std::map<int, int> counts;
+  for (size_t t = 0; t < terms.size(); t++) {
+    r.inputs.push_back(expand(terms[t], ranks[t]));
+    for (int id : r.inputs.back()) counts[id]++;
+  }
+  if (arrow != std::string::npos) {
+    std::string rhs = eq.substr(arrow + 2);
+    size_t ell;
+    r.output = expand(rhs, letters_of(rhs, ell).size() + (ell == std::string::npos ? 0 : n_ell));
+    return r;
+  }
+  for (size_t j = 0; any_ell && j < n_ell; j++) r.output.push_back(256 + int(j));
+  for (auto [id, n] : counts)
+    if (id < 256 && n == 1) r.output.push_back(id);
+  return r;
+}
+
+// Element strides of an operand with axes `labels` per label in `ids` (summed over a
+// repeated label, which reads the diagonal; 0 where the operand lacks the label or
+// broadcasts it).
+std::vector<int64_t> label_strides(const Shape& shape, const std::vector<int>& labels,
+                                   const std::vector<int>& ids) {
+  std::vector<int64_t> cs = contiguous_strides(shape), st(ids.size(), 0);
+  for (size_t ax = 0; ax < labels.size(); ax++) {
+    if (shape[ax] == 1) continue;
+    st[std::find(ids.begin(), ids.end(), labels[ax]) - ids.begin()] += cs[ax];
+  }
+  return st;
+}
+
+// Any equation: for each output element, sum the operands' product over the other labels.
+template <class T>
+void einsum_generic(ThreadPool& pool, const std::vector<const Tensor*>& in, const EinsumLabels& l,
+                    const std::map<int, int64_t>& size, T* y) {
+  std::vector<int> ids = l.output;
+  for (auto& [id, s] : size)
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  size_t n_out = l.output.size(), n_all = ids.size();
+  std::vector<int64_t> dims;
+  for (int id : ids) dims.push_back(size.at(id));
+  std::vector<std::vector<int64_t>> st;
+  std::vector<const T*> data;
+  for (size_t t = 0; t < in.size(); t++) {
+    st.push_back(label_strides(in[t]->shape(), l.inputs[t], ids));
+    data.push_back(in[t]->data<T>());
+  }
+  Shape out_dims(dims.begin(), dims.begin() + n_out), sum_dims(dims.begin() + n_out, dims.end());
+  int64_t out_count = shape_numel(out_dims), sum_count = shape_numel(sum_dims);
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+  pool.parallel_for(
+      out_count,
+      [&](int64_t o0, int64_t o1) {
+        std::vector<int64_t> idx(n_all), off(in.size());
+        for (int64_t o = o0; o < o1; o++) {
+          int64_t rest = o;
+          for (size_t ax = n_out; ax-- > 0;) {
+            idx[ax] = rest % dims[ax];
+            rest /= dims[ax];
+          }
+          std::fill(idx.begin() + n_out, idx.end(), 0);
+          for (size_t t = 0; t < in.size(); t++) {
+            off[t] = 0;
+            for (size_t ax = 0; ax < n_out; ax++) off[t] += idx[ax] * st[t][ax];
+          }
+          Acc acc = 0;
+          for (int64_t s = 0; s < sum_count; s++) {
+            Acc prod = 1;
+            for (size_t t = 0; t < in.size(); t++) prod *= data[t][off[t]];
+            acc += prod;
+            for (size_t ax = n_all; ax-- > n_out;) {
+              for (size_t t = 0; t < in.size(); t++) off[t] += st[t][ax];
+              if (++idx[ax] < dims[ax]) break;
+              for (size_t t = 0; t < in.size(); t++) off[t] -= st[t][ax] * dims[ax];
+              idx[ax] = 0;
+            }
+          }
+          y[o] = T(acc);
+        }
+      },
+      std::max<int64_t>(1, 4096 / std::max<int64_t>(sum_count, 1)));
+}
+
+// Two operands without repeated labels and without labels only one operand sums over:
+// a batched GEMM after arranging A as [batch, m, k] and B as [batch, k, n], which covers
+// attention's "bhqd,bhkd->bhqk" and the like, mostly without copies.
+template <class T>
+bool einsum_gemm(ThreadPool& pool, const Tensor& a, const Tensor& b, const EinsumLabels& l,
+                 const std::map<int, int64_t>& size, T* y) {
+  const std::vector<int>&la = l.inputs[0], &lb = l.inputs[1], &lo = l.output;
+  auto has = [](const std::vector<int>& v, int id) { return std::find(v.begin(), v.end(), id) != v.end(); };
+  if (std::set<int>(la.begin(), la.end()).size() != la.size() ||
+      std::set<int>(lb.begin(), lb.end()).size() != lb.size())
+    return false;
+  std::vector<int> batch, ms, ns, ks;
+  for (int id : lo) {
+    if (has(la, id) && has(lb, id))
+      batch.push_back(id);
+    else if (has(la, id))
+      ms.push_back(id);
+    else
+      ns.push_back(id);
+  }
+  for (int id : la)
+    if (!has(lo, id)) {
+      if (!has(lb, id)) return false;
+      ks.push_back(id);
+    }
+  for (int id : lb)
+    if (!has(lo, id) && !has(la, id)) return false;
+  auto prod = [&](const std::vector<int>& ids) {
+    int64_t p = 1;
+    for (int id : ids) p *= size.at(id);
+    return p;
+  };
+  int64_t nb = prod(batch), m = prod(ms), n = prod(ns), k = prod(ks);
+  auto cat_ids = [](std::vector<int> x, const std::vector<int>& p, const std::vector<int>& q) {
+    x.insert(x.end(), p.begin(), p.end());
+    x.insert(x.end(), q.begin(), q.end());
+    return x;
+  };
+  // The operand as [batch, rows, cols], or [batch, cols, rows] (then `trans`), copied
+  // only when its axes are in neither order or it broadcasts.
+  std::vector<std::unique_ptr<T[]>> keep;
+  auto arrange = [&](const Tensor& t, const std::vector<int>& labels, const std::vector<int>& rows,
+                     const std::vector<int>& cols, bool& trans) -> const T* {
+    bool full = true;
+    for (size_t ax = 0; ax < labels.size(); ax++) full = full && t.dim(int(ax)) == size.at(labels[ax]);
+    trans = false;
+    if (full && labels == cat_ids(batch, rows, cols)) return t.data<T>();
+    if (full && labels == cat_ids(batch, cols, rows)) {
+      trans = true;
+      return t.data<T>();
+    }
+    std::vector<int> order = cat_ids(batch, rows, cols);
+    std::vector<int64_t> dims;
+    for (int id : order) dims.push_back(size.at(id));
+    keep.push_back(scratch<T>(shape_numel(dims)));
+    strided_copy(t.data<T>(), dims, label_strides(t.shape(), labels, order), keep.back().get());
+    return keep.back().get();
+  };
+  bool ta, tb;
+  const T* ad = arrange(a, la, ms, ks, ta);
+  const T* bd = arrange(b, lb, ks, ns, tb);
+  std::vector<int> y_order = cat_ids(batch, ms, ns);
+  bool direct = y_order == lo;
+  std::unique_ptr<T[]> tmp = direct ? nullptr : scratch<T>(nb * m * n);
+  T* yd = direct ? y : tmp.get();
+  run_jobs<T>(pool, nb, 2.0 * m * n * k, [&](int64_t b0, int64_t b1, bool) {
+    for (int64_t i = b0; i < b1; i++)
+      gemm<T>(ta, tb, m, n, k, T(1), ad + i * m * k, ta ? m : k, bd + i * k * n, tb ? k : n, T(0),
+              yd + i * m * n, n);
+  });
+  if (!direct) {
+    Shape dims, tmp_dims;
+    for (int id : lo) dims.push_back(size.at(id));
+    for (int id : y_order) tmp_dims.push_back(size.at(id));
+    strided_copy(yd, dims, label_strides(tmp_dims, y_order, lo), y);
+  }
+  return true;
+}
+
+void einsum_kernel(KernelContext& ctx) {
+  std::vector<const Tensor*> in;
+  std::vector<size_t> ranks;
+  for (size_t i = 0; i < ctx.input_count(); i++) {
+    in.push_back(&ctx.input(i));
+    ranks.push_back(size_t(in.back()->rank()));
+  }
+  EinsumLabels l = einsum_labels(ctx.node.attr_string("equation", ""), ranks);
+  std::map<int, int64_t> size;
+  for (size_t t = 0; t < in.size(); t++)
+    for (size_t ax = 0; ax < l.inputs[t].size(); ax++) {
+      int64_t& s = size.try_emplace(l.inputs[t][ax], 1).first->second;
+      if (s == 1) s = in[t]->dim(int(ax));
+    }
+  Tensor& y = ctx.output(0);
+  dispatch_numeric(y.dtype(), [&]<class T>() {
+    if (y.numel() == 0) return;
+    if (in.size() == 2 && einsum_gemm<T>(ctx.pool, *in[0], *in[1], l, size, y.data<T>())) return;
+    einsum_generic<T>(ctx.pool, in, l, size, y.data<T>());
+  });
+}
+
+}  // namespace
+
+void register_linalg_kernels(CpuKernelTable& t) {
+  t["MatMul"] = {matmul_kernel};
+  t["Gemm"] = {gemm_kernel};
+  t["Conv"] = {conv_kernel};
+  t["ConvTranspose"] = {conv_transpose_kernel};
+  t["Einsum"] = {einsum_kernel};
+  t["MatMulInteger"] = {matmul_integer_kernel};
+}
 
 }  // namespace vlrt

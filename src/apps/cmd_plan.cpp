@@ -1,0 +1,126 @@
+// vlrt plan MODEL: placement, transfers, per-device memory and the largest batch,
+// computed before anything runs.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "exec/session.h"
+#include "integrity/load_model.h"
+
+namespace vlrt {
+
+namespace {
+
+struct PlanArgs {
+  std::string model;
+  std::vector<std::string> shapes;
+  DeviceArgs device_args;
+  bool json = false;
+  int64_t batch_limit = 256;
+  bool no_verify_hash = false;
+};
+
+std::string op_list(const std::map<std::string, int>& ops) {
+  std::vector<std::pair<int, std::string>> sorted;
+  for (auto& [op, n] : ops) sorted.push_back({-n, op});
+  std::sort(sorted.begin(), sorted.end());
+  std::string s;
+  for (auto& [n, op] : sorted) s += cat(s.empty() ? "" : ", ", op, " ", -n);
+  return s;
+}
+
+nlohmann::json plan_json(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
+                         const Plan& plan, const BatchSizing& batches) {
+  nlohmann::json j;
+  j["model"] = model;
+  for (auto& [name, ds] : sig) j["inputs"][name] = cat(dtype_name(ds.first), shape_str(ds.second));
+  j["devices"] = nlohmann::json::object();
+  for (auto& dp : plan.devices) {
+    j["devices"][dp.device.str()] = {{"nodes", dp.nodes},
+                                     {"ops", dp.ops},
+                                     {"weight_bytes", dp.weight_bytes},
+                                     {"peak_activation_bytes", dp.peak_activation_bytes},
+                                     {"dynamic_values", dp.dynamic_values},
+                                     {"cap_bytes", dp.cap}};
+  }
+  j["transfers"] = nlohmann::json::array();
+  for (auto& t : plan.transfers)
+    j["transfers"].push_back({{"value", t.value}, {"from", t.from.str()}, {"to", t.to.str()}, {"bytes", t.bytes}});
+  j["fallbacks"] = nlohmann::json::array();
+  for (auto& f : plan.fallbacks)
+    j["fallbacks"].push_back({{"node", f.node},
+                              {"op", f.op_type},
+                              {"preferred", f.preferred.str()},
+                              {"placed", f.placed.str()},
+                              {"reason", f.reason}});
+  j["batch_symbol"] = batches.symbol;
+  j["max_batch"] = batches.symbol.empty() ? nlohmann::json(nullptr) : nlohmann::json(batches.max_batch);
+  j["batch_peaks"] = nlohmann::json::array();
+  for (auto& p : batches.points) j["batch_peaks"].push_back({{"batch", p.batch}, {"bytes", p.bytes}, {"fits", p.fits}});
+  return j;
+}
+
+void print_plan(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
+                const Plan& plan, const BatchSizing& batches) {
+  std::cout << "plan for " << model << "\n  inputs:";
+  for (auto& [name, ds] : sig) std::cout << " " << name << " " << dtype_name(ds.first) << shape_str(ds.second);
+  std::cout << "\n\n";
+  for (auto& dp : plan.devices) {
+    std::cout << dp.device.str() << ": " << dp.nodes << " nodes, weights " << human_bytes(double(dp.weight_bytes))
+              << ", activation peak " << human_bytes(double(dp.peak_activation_bytes));
+    if (dp.cap) std::cout << " (cap " << human_bytes(double(dp.cap)) << ")";
+    if (dp.dynamic_values) std::cout << ", " << dp.dynamic_values << " values sized at run time";
+    std::cout << "\n";
+    if (!dp.ops.empty()) std::cout << "  " << op_list(dp.ops) << "\n";
+  }
+  std::cout << "\nfallbacks: " << (plan.fallbacks.empty() ? "none" : std::to_string(plan.fallbacks.size()))
+            << "\n";
+  for (auto& f : plan.fallbacks)
+    std::cout << "  " << f.node << " (" << f.op_type << ") on " << f.placed.str() << " instead of "
+              << f.preferred.str() << ": " << f.reason << "\n";
+  size_t total = 0;
+  for (auto& t : plan.transfers) total += t.bytes;
+  std::cout << "\ntransfers: " << plan.transfers.size() << " (" << human_bytes(double(total)) << " per run)\n";
+  for (auto& t : plan.transfers)
+    std::cout << "  " << t.from.str() << " -> " << t.to.str() << "  " << t.value << "  " << human_bytes(double(t.bytes))
+              << "\n";
+  std::cout << "\n";
+  if (batches.symbol.empty()) {
+    std::cout << "batch: the model has no symbolic batch dimension\n";
+    return;
+  }
+  std::cout << "batch '" << batches.symbol << "':";
+  for (auto& p : batches.points)
+    std::cout << " " << p.batch << "=" << human_bytes(double(p.bytes)) << (p.fits ? "" : "(too big)");
+  std::cout << "\nmax batch: " << batches.max_batch << " (largest batch whose plan fits every device's budget)\n";
+}
+
+void plan(const PlanArgs& a) {
+  Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
+  auto sig = input_signature(model, a.shapes);
+  SessionOptions options;
+  options.plan = plan_options(a.device_args);
+  options.threads = 1;
+  Session session(std::move(model), options);
+  const Plan& p = session.plan(sig);
+  BatchSizing batches = session.size_batches(sig, a.batch_limit);
+  if (a.json) std::cout << plan_json(a.model, sig, p, batches).dump(2) << "\n";
+  else print_plan(a.model, sig, p, batches);
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  static PlanArgs a;
+  auto* cmd = app.add_subcommand(
+      "plan", "Show where every node runs, every transfer, each device's memory and the largest batch that fits");
+  cmd->add_option("model", a.model, "ONNX model file")->required();
+  cmd->add_option("-i,--input", a.shapes, "NAME=SHAPE (e.g. image=1x3x224x224) for inputs with dynamic dims");
+  add_device_options(cmd, a.device_args);
+  cmd->add_option("--batch-limit", a.batch_limit, "largest batch to consider")->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--json", a.json, "print the plan as one JSON document");
+  cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check manifest sizes only, not SHA-256");
+  cmd->callback([] { plan(a); });
+}
+
+}  // namespace vlrt
