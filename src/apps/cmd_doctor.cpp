@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "backends/backend.h"
 #include "system/probe.h"
 
 namespace vlrt {
@@ -12,7 +13,7 @@ namespace vlrt {
 namespace {
 
 // Backends compiled into this build.
-const std::vector<std::string> kBackends = {"cpu"};
+const std::vector<std::string> kBackends = built_backends();
 
 struct Finding {
   std::string section, name, verdict, detail, advice;  // verdict: ok, warning, missing

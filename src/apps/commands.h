@@ -17,6 +17,8 @@ void add_run_command(CLI::App& app);
 void add_conformance_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_detect_command(CLI::App& app);
+void add_label_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_fetch_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);

@@ -23,6 +23,14 @@ Device parse_device(const std::string& s) {
 std::shared_ptr<Backend> make_opencl_backend(int index);
 #endif
 
+std::vector<std::string> built_backends() {
+#ifdef VLRT_WITH_OPENCL
+  return {"cpu", "opencl"};
+#else
+  return {"cpu"};
+#endif
+}
+
 std::shared_ptr<Backend> create_backend(const Device& d, int threads) {
   if (d.kind == DeviceKind::cpu) return std::make_shared<CpuBackend>(d.index, threads);
 #ifdef VLRT_WITH_OPENCL

@@ -40,6 +40,9 @@ class Backend {
 // Parses "cpu", "cpu:1", "opencl:0"; fails on anything else.
 Device parse_device(const std::string& s);
 
+// The backends compiled into this build ("cpu", "opencl").
+std::vector<std::string> built_backends();
+
 // A new backend for a device. "cpu:N" (N >= 1) is a simulated second CPU device
 // with its own memory, for testing placement, splits and transfers on a machine
 // with one CPU. Fails naming the device when it is not available.

@@ -90,7 +90,7 @@ Tensor Tensor::clone() const {
 std::vector<int64_t> Tensor::to_int64_vector() const {
   std::vector<int64_t> out(numel_);
   if (dtype_ == DType::i64) {
-    std::memcpy(out.data(), raw(), nbytes());
+    if (numel_) std::memcpy(out.data(), raw(), nbytes());
   } else if (dtype_ == DType::i32) {
     const int32_t* p = data<int32_t>();
     for (int64_t i = 0; i < numel_; i++) out[i] = p[i];

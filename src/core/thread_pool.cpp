@@ -1,8 +1,14 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 
 namespace vlrt {
+
+namespace {
+// Set on pool workers: a parallel_for called from inside a job runs inline.
+thread_local bool t_in_worker = false;
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -19,6 +25,7 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker_loop(int index) {
+  t_in_worker = true;
   int64_t seen = 0;
   for (;;) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -29,8 +36,14 @@ void ThreadPool::worker_loop(int index) {
     auto* fn = job_;
     int64_t begin = index * job_chunk_, end = std::min(job_n_, begin + job_chunk_);
     lk.unlock();
-    if (begin < end) (*fn)(begin, end);
+    std::exception_ptr error;
+    try {
+      if (begin < end) (*fn)(begin, end);
+    } catch (...) {
+      error = std::current_exception();
+    }
     lk.lock();
+    if (error && !job_error_) job_error_ = error;
     if (--pending_ == 0) done_.notify_one();
   }
 }
@@ -38,7 +51,9 @@ void ThreadPool::worker_loop(int index) {
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   int64_t parts = std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
-  if (parts <= 1) {
+  // Nested calls and calls from a second thread while the pool is busy run on the caller alone.
+  std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
+  if (parts <= 1 || t_in_worker || !busy.owns_lock()) {
     fn(0, n);
     return;
   }
@@ -53,10 +68,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     generation_++;
   }
   wake_.notify_all();
-  fn(0, std::min(n, chunk));
+  std::exception_ptr error;
+  try {
+    fn(0, std::min(n, chunk));
+  } catch (...) {
+    error = std::current_exception();
+  }
   std::unique_lock<std::mutex> lk(mu_);
   done_.wait(lk, [&] { return pending_ == 0; });
   job_ = nullptr;
+  if (!error) error = job_error_;
+  job_error_ = nullptr;
+  // An exception thrown in any chunk reaches the caller once every chunk has stopped.
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace vlrt

@@ -71,6 +71,7 @@ struct Model {
   int64_t ir_version = 0;
   std::string producer;
   std::map<std::string, int64_t> opsets;  // domain -> version ("" is the ONNX domain)
+  std::map<std::string, std::string> metadata;  // metadata_props
   Graph graph;
   int64_t opset() const;  // default-domain opset
 };

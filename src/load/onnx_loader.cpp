@@ -371,10 +371,27 @@ Model load_onnx(const std::string& path) {
     uint32_t field;
     W type;
     while (r.next(field, type)) {
+      // Top-level fields of a ModelProto have fixed wire types; anything else is not ONNX.
+      W expected = field == 1 || field == 5 ? W::varint : W::length_delimited;
+      if ((field <= 8 || field == 14 || field == 20) && type != expected)
+        fail("field ", field, " at byte ", r.offset(), " has the wrong wire type");
       switch (field) {
         case 1: m.ir_version = r.read_int64(); break;
         case 2: m.producer = r.read_string(); break;
         case 7: m.graph = parse_graph(r.read_message(), base_dir); has_graph = true; break;
+        case 14: {  // metadata_props
+          ProtoReader kv = r.read_message();
+          std::string key, value;
+          uint32_t f2;
+          W t2;
+          while (kv.next(f2, t2)) {
+            if (f2 == 1) key = kv.read_string();
+            else if (f2 == 2) value = kv.read_string();
+            else kv.skip(t2);
+          }
+          m.metadata[key] = value;
+          break;
+        }
         case 8: {
           ProtoReader op = r.read_message();
           std::string domain;

@@ -38,8 +38,7 @@ DType check_type(const InferContext& ctx, size_t i, TypeSet allowed) {
 void check_same_type(const InferContext& ctx, size_t i, DType expected) {
   DType t = ctx.input_dtype(i);
   if (t != expected)
-    fail("input ", i, " has type ", dtype_name(t), ", expected ", dtype_name(expected),
-         " like input 0");
+    fail("input ", i, " has type ", dtype_name(t), ", expected ", dtype_name(expected), " like input 0");
 }
 
 // The shape of input i, or nullptr when it is not known yet and the output does not depend on it.
@@ -51,7 +50,8 @@ const Shape* shape_if_known(const InferContext& ctx, size_t i) {
   }
 }
 
-template <TypeSet kTypes> void infer_unary(InferContext& ctx) {
+template <TypeSet kTypes>
+void infer_unary(InferContext& ctx) {
   ctx.set_output(0, check_type(ctx, 0, kTypes), ctx.input_shape(0));
 }
 
@@ -73,7 +73,8 @@ void infer_gelu(InferContext& ctx) {
 }
 
 // Both inputs of the same type, output broadcast; comparisons produce bool.
-template <TypeSet kTypes, bool kBoolOut = false> void infer_binary(InferContext& ctx) {
+template <TypeSet kTypes, bool kBoolOut = false>
+void infer_binary(InferContext& ctx) {
   DType t = check_type(ctx, 0, kTypes);
   check_same_type(ctx, 1, t);
   ctx.set_output(0, kBoolOut ? DType::boolean : t, broadcast_shapes(ctx.input_shape(0), ctx.input_shape(1)));
@@ -89,7 +90,8 @@ void infer_mod(InferContext& ctx) {
 
 void infer_bitshift(InferContext& ctx) {
   std::string dir = ctx.node.attr_string("direction", "");
-  VLRT_CHECK(dir == "LEFT" || dir == "RIGHT", "attribute direction is '", dir, "', expected 'LEFT' or 'RIGHT'");
+  VLRT_CHECK(dir == "LEFT" || dir == "RIGHT", "attribute direction is '", dir,
+             "', expected 'LEFT' or 'RIGHT'");
   infer_binary<kUnsigned>(ctx);
 }
 
@@ -100,7 +102,8 @@ void infer_pow(InferContext& ctx) {
 }
 
 void infer_prelu(InferContext& ctx) {
-  DType t = check_type(ctx, 0, kFloat | bit(DType::i32) | bit(DType::i64) | bit(DType::u32) | bit(DType::u64));
+  DType t =
+      check_type(ctx, 0, kFloat | bit(DType::i32) | bit(DType::i64) | bit(DType::u32) | bit(DType::u64));
   check_same_type(ctx, 1, t);
   const Shape& x = ctx.input_shape(0);
   if (const Shape* slope = shape_if_known(ctx, 1)) {
@@ -121,14 +124,15 @@ void infer_clip(InferContext& ctx) {
     if (!ctx.has_input(i)) continue;
     check_same_type(ctx, i, t);
     if (const Shape* s = shape_if_known(ctx, i))
-      VLRT_CHECK(shape_numel(*s) == 1 && s->size() <= 1, i == 1 ? "min" : "max", " must be a scalar, got shape ",
+      VLRT_CHECK(shape_numel(*s) == 1, i == 1 ? "min" : "max", " must be a scalar, got shape ",
                  shape_str(*s));
   }
   ctx.set_output(0, t, ctx.input_shape(0));
 }
 
 // Max, Min, Sum, Mean: one or more inputs of one type, broadcast together.
-template <TypeSet kTypes> void infer_variadic(InferContext& ctx) {
+template <TypeSet kTypes>
+void infer_variadic(InferContext& ctx) {
   DType t = check_type(ctx, 0, kTypes);
   Shape shape = ctx.input_shape(0);
   for (size_t i = 1; i < ctx.input_count(); i++) {
@@ -175,9 +179,9 @@ void register_elementwise_schemas(SchemaTable& t) {
   t["Sign"] = {infer_unary<kNumeric>};
   t["Relu"] = {infer_unary<kFloat | kSigned>};
   t["Erf"] = {infer_unary<kNumeric>};
-  for (const char* op : {"Reciprocal", "Floor", "Ceil", "Round", "Sqrt", "Exp", "Log", "Tanh", "Sigmoid", "Sin",
-                         "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                         "Softplus", "Softsign"})
+  for (const char* op : {"Reciprocal", "Floor", "Ceil",  "Round", "Sqrt",     "Exp",     "Log",  "Tanh",
+                         "Sigmoid",    "Sin",   "Cos",   "Tan",   "Asin",     "Acos",    "Atan", "Sinh",
+                         "Cosh",       "Asinh", "Acosh", "Atanh", "Softplus", "Softsign"})
     t[op] = {infer_unary<kFloat>};
   t["Not"] = {infer_unary<kBool>};
   t["IsNaN"] = {infer_is_special};

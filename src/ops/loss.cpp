@@ -21,8 +21,8 @@ void infer_loss(InferContext& ctx) {
              "'s shape without the class axis), got ", shape_str(ctx.input_shape(1)));
   if (ctx.has_input(2)) {
     VLRT_CHECK(dtype_is_float(ctx.input_dtype(2)), "weight must be a floating-point tensor");
-    VLRT_CHECK(ctx.input_shape(2) == Shape{x[1]}, "weight must have shape [", x[1],
-               "] (one per class), got ", shape_str(ctx.input_shape(2)));
+    VLRT_CHECK(ctx.input_shape(2) == Shape{x[1]}, "weight must have shape [", x[1], "] (one per class), got ",
+               shape_str(ctx.input_shape(2)));
   }
   std::string reduction = ctx.node.attr_string("reduction", "mean");
   VLRT_CHECK(reduction == "none" || reduction == "sum" || reduction == "mean", "reduction '", reduction,

@@ -49,7 +49,8 @@ void infer_batch_norm(InferContext& ctx) {
   for (size_t i = 1; i < ctx.output_count(); i++) {
     if (!ctx.node.outputs[i].empty()) {
       if (ctx.opset < 14) unsupported("training outputs (mean, var, saved statistics) of opset < 14");
-      VLRT_CHECK(i <= 2, "has ", ctx.output_count(), " outputs, expected at most 3 (Y, running_mean, running_var)");
+      VLRT_CHECK(i <= 2, "has ", ctx.output_count(),
+                 " outputs, expected at most 3 (Y, running_mean, running_var)");
       VLRT_CHECK(training, "running_mean and running_var are only produced with training_mode=1");
     }
     ctx.set_output(i, ctx.input_dtype(3), {x[1]});
@@ -67,18 +68,14 @@ void infer_layer_norm(InferContext& ctx) {
     VLRT_CHECK(broadcasts_to(ctx.input_shape(i), x), what, " ", shape_str(ctx.input_shape(i)),
                " must broadcast to X ", shape_str(x));
   }
-  DType stash;
-  switch (ctx.node.attr_int("stash_type", 1)) {
-    case 1: stash = DType::f32; break;
-    case 11: stash = DType::f64; break;
-    case 16: stash = DType::bf16; break;
-    default: fail("stash_type ", ctx.node.attr_int("stash_type", 1), " is not a float type (expected 1, 11 or 16)");
-  }
+  int64_t stash_type = ctx.node.attr_int("stash_type", 1);
+  VLRT_CHECK(stash_type == 1 || stash_type == 11 || stash_type == 16, "stash_type ", stash_type,
+             " is not float, double or bfloat16 (1, 11 or 16)");
+  VLRT_CHECK(ctx.output_count() <= 3, "has ", ctx.output_count(), " outputs, expected at most 3");
   ctx.set_output(0, ctx.input_dtype(0), x);
   Shape stat = x;
   std::fill(stat.begin() + axis, stat.end(), 1);
-  for (size_t i = 1; i < ctx.output_count() && i < 3; i++) ctx.set_output(i, stash, stat);
-  VLRT_CHECK(ctx.output_count() <= 3, "has ", ctx.output_count(), " outputs, expected at most 3");
+  for (size_t i = 1; i < ctx.output_count(); i++) ctx.set_output(i, dtype_from_onnx(int32_t(stash_type)), stat);
 }
 
 void infer_instance_norm(InferContext& ctx) {

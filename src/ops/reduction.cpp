@@ -8,8 +8,8 @@ namespace vlrt {
 
 namespace {
 
-const char* const kReduceOps[] = {"ReduceSum",  "ReduceMean",      "ReduceMax",       "ReduceMin",
-                                  "ReduceProd", "ReduceL1",        "ReduceL2",        "ReduceLogSum",
+const char* const kReduceOps[] = {"ReduceSum",       "ReduceMean",     "ReduceMax", "ReduceMin",
+                                  "ReduceProd",      "ReduceL1",       "ReduceL2",  "ReduceLogSum",
                                   "ReduceLogSumExp", "ReduceSumSquare"};
 
 // The opset where `axes` moved from an attribute to an optional input.
@@ -50,8 +50,10 @@ void infer_reduce(InferContext& ctx) {
   bool keep = ctx.node.attr_int("keepdims", 1) != 0;
   Shape out;
   for (size_t d = 0; d < x.size(); d++) {
-    if (!mask[d]) out.push_back(x[d]);
-    else if (keep) out.push_back(1);
+    if (!mask[d])
+      out.push_back(x[d]);
+    else if (keep)
+      out.push_back(1);
   }
   ctx.set_output(0, t, out);
 }
@@ -67,8 +69,10 @@ void infer_arg(InferContext& ctx) {
   Shape x = ctx.input_shape(0);
   int64_t axis = checked_axis(ctx.node.attr_int("axis", 0), x);
   VLRT_CHECK(x[axis] > 0, "cannot take ", ctx.node.op_type, " over axis ", axis, " of size 0");
-  if (ctx.node.attr_int("keepdims", 1) != 0) x[axis] = 1;
-  else x.erase(x.begin() + axis);
+  if (ctx.node.attr_int("keepdims", 1) != 0)
+    x[axis] = 1;
+  else
+    x.erase(x.begin() + axis);
   ctx.set_output(0, DType::i64, x);
 }
 
@@ -88,7 +92,8 @@ void infer_topk(InferContext& ctx) {
     VLRT_CHECK(kt.numel() == 1 && kt.rank() <= 1, "K must hold a single value, got ", kt.describe());
     k = kt.to_int64_vector()[0];
   }
-  VLRT_CHECK(k >= 0 && k <= x[axis], "k = ", k, " must be in [0, ", x[axis], "] (the size of axis ", axis, ")");
+  VLRT_CHECK(k >= 0 && k <= x[axis], "k = ", k, " must be in [0, ", x[axis], "] (the size of axis ", axis,
+             ")");
   x[axis] = k;
   ctx.set_output(0, t, x);
   if (ctx.output_count() > 1) ctx.set_output(1, DType::i64, x);

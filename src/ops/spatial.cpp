@@ -245,6 +245,7 @@ void infer_resize(InferContext& ctx) {
       fail("scales has ", scales.size(), " values, expected ", axes.size(), " (one per resized axis)");
     for (size_t i = 0; i < axes.size(); i++) {
       if (!(scales[i] > 0) || !std::isfinite(scales[i])) fail("scales must be positive, got ", scales[i]);
+      if (n.op_type == "Upsample" && scales[i] < 1) fail("Upsample scales must be >= 1, got ", scales[i]);
       // float like the ONNX shape inference and ONNX Runtime, so 10 * 0.7f gives 7.
       y[axes[i]] = int64_t(std::floor(float(x[axes[i]]) * float(scales[i])));
     }

@@ -17,6 +17,12 @@ ValueInfo known_value(const Tensor& t) {
   return v;
 }
 
+// Whether run_node_cpu can compute the node: a CPU kernel, or a view (Reshape, Unsqueeze ...).
+bool computable_on_cpu(const Node& node) {
+  const OpSchema* s = find_schema(node.domain, node.op_type);
+  return find_cpu_kernel(node.domain, node.op_type) != nullptr || (s && s->alias_input >= 0);
+}
+
 }  // namespace
 
 InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::string, ValueInfo>& inputs,
@@ -56,7 +62,7 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
       shapes_known = shapes_known && v.shape_known;
       if (v.shape_known) out_elems += shape_numel(v.shape);
     }
-    bool fold = all_known && find_cpu_kernel(node.domain, node.op_type) != nullptr &&
+    bool fold = all_known && computable_on_cpu(node) &&
                 (!shapes_known || out_elems <= kFoldLimit);
     if (fold) {
       std::vector<Tensor> results = run_node_cpu(node, opset, in_values, pool);
@@ -64,6 +70,11 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
         if (!node.outputs[i].empty()) infos[i] = known_value(results[i]);
       out.folded[ni] = true;
     }
+    // Outputs known from shapes alone (Shape, Size) need no kernel and no copy of the input.
+    bool values_known = true;
+    for (size_t i = 0; i < node.outputs.size(); i++)
+      values_known = values_known && (node.outputs[i].empty() || infos[i].value.has_value());
+    if (values_known && !node.outputs.empty()) out.folded[ni] = true;
     for (size_t i = 0; i < node.outputs.size(); i++)
       if (!node.outputs[i].empty()) out.values[node.outputs[i]] = std::move(infos[i]);
   }
@@ -77,7 +88,7 @@ size_t fold_constants(Model& model, ThreadPool& pool) {
   std::vector<Node> kept;
   size_t removed = 0;
   for (auto& node : g.nodes) {
-    bool all_const = find_cpu_kernel(node.domain, node.op_type) != nullptr;
+    bool all_const = computable_on_cpu(node);
     for (auto& in : node.inputs) all_const = all_const && (in.empty() || constant.count(in));
     if (!all_const) {
       kept.push_back(std::move(node));

@@ -7,6 +7,7 @@
 #include <CL/cl.h>
 
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -65,8 +66,10 @@ CpuProbe probe_cpu() {
     p.quota = double(cgroup_number(quota)) / double(cgroup_number(period));
 
   // The kernel lists only what it has enabled (e.g. AMX needs OS support), so read its flags.
-  std::string all = " " + proc_field("/proc/cpuinfo", "flags") + " ";
-  auto has = [&](const std::string& flag) { return all.find(" " + flag + " ") != std::string::npos; };
+  std::set<std::string> flags;
+  std::istringstream words(proc_field("/proc/cpuinfo", "flags"));
+  for (std::string w; words >> w;) flags.insert(w);
+  auto has = [&](const std::string& flag) { return flags.count(flag) > 0; };
   const std::pair<const char*, const char*> isa[] = {{"SSE4.2", "sse4_2"},
                                                      {"AVX2", "avx2"},
                                                      {"FMA", "fma"},

@@ -45,3 +45,22 @@ TEST(ThreadPool, CoversRangeOnce) {
 }
 
 }  // namespace vlrt
+
+namespace vlrt {
+
+TEST(ThreadPool, ExceptionInAChunkReachesTheCaller) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(
+                   100, [](int64_t b, int64_t) {
+                     if (b > 0) fail("bad index in chunk");
+                   }),
+               Error);
+  // Still usable afterwards, and nested calls run inline.
+  std::vector<int> hits(10, 0);
+  pool.parallel_for(10, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) pool.parallel_for(1, [&](int64_t, int64_t) { hits[i]++; });
+  });
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+}  // namespace vlrt

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_util.h"
+#include "integrity/sha256.h"
 
 namespace vlrt::test {
 
@@ -18,6 +19,12 @@ inline std::string copy_model(const std::string& dir, const std::string& rel,
   for (const char* c : companions)
     fs::copy_file(src.parent_path() / c, fs::path(dir) / c, fs::copy_options::overwrite_existing);
   return (fs::path(dir) / src.filename()).string();
+}
+
+inline std::string sha256_of(const std::string& bytes) {
+  Sha256 h;
+  h.update(bytes.data(), bytes.size());
+  return h.hex_digest();
 }
 
 inline void truncate_to(const std::string& path, uintmax_t size) { std::filesystem::resize_file(path, size); }

@@ -8,7 +8,7 @@
 #include "cli_util.h"
 #include "core/error.h"
 #include "integrity/fetch.h"
-#include "integrity/sha256.h"
+#include "integrity_util.h"
 #include "load/onnx_loader.h"
 #include "loopback_server.h"
 
@@ -17,12 +17,6 @@ namespace vlrt {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string sha256_of(const std::string& bytes) {
-  Sha256 h;
-  h.update(bytes.data(), bytes.size());
-  return h.hex_digest();
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
@@ -33,7 +27,7 @@ class Fetch : public ::testing::Test {
   FetchOptions options(const std::string& path, const std::string& out_name = "model.bin") {
     FetchOptions o;
     o.url = server.url(path);
-    o.sha256 = sha256_of(server.content());
+    o.sha256 = test::sha256_of(server.content());
     o.out = dir + "/" + out_name;
     o.backoff_ms = 10;
     o.stall_timeout_s = 5;
@@ -99,8 +93,8 @@ TEST_F(Fetch, StalePartOfAnotherFileStartsOver) {
 TEST_F(Fetch, WrongBytesAreRejectedAndNoFileAppears) {
   FetchOptions o = options("/wrong");
   std::string err = error_of(o);
-  EXPECT_NE(err.find(cat("expected sha256 ", o.sha256, ", found sha256 ", sha256_of(server.wrong()), ", ",
-                         server.wrong().size(), " bytes")),
+  EXPECT_NE(err.find(cat("expected sha256 ", o.sha256, ", found sha256 ", test::sha256_of(server.wrong()),
+                         ", ", server.wrong().size(), " bytes")),
             std::string::npos)
       << err;
   EXPECT_FALSE(fs::exists(o.out));
@@ -111,7 +105,10 @@ TEST_F(Fetch, WrongSizeIsRejected) {
   FetchOptions o = options("/file");
   o.size = int64_t(server.content().size()) - 1;
   std::string err = error_of(o);
-  EXPECT_NE(err.find(cat("bytes, found sha256 ")), std::string::npos) << err;
+  EXPECT_NE(err.find(cat("expected sha256 ", o.sha256, ", ", o.size, " bytes, found sha256 ", o.sha256, ", ",
+                         server.content().size(), " bytes")),
+            std::string::npos)
+      << err;
   EXPECT_FALSE(fs::exists(o.out));
 }
 

@@ -16,7 +16,10 @@ Tensor run1(const std::string& op, const std::vector<Tensor>& in, Attrs attrs = 
   return run_op(op, in, std::move(attrs), 1, opset)[0];
 }
 
-template <class T> Tensor make(std::vector<T> v, Shape s) { return Tensor::from_vector<T>(v, std::move(s)); }
+template <class T>
+Tensor make(std::vector<T> v, Shape s) {
+  return Tensor::from_vector<T>(v, std::move(s));
+}
 
 Tensor boolean(std::vector<int> v, Shape s) {
   std::vector<bool> b(v.begin(), v.end());
@@ -34,7 +37,8 @@ Tensor random_f32(Shape s, uint32_t seed) {
 }
 
 // out[i] = f(a[ia], b[ib]) by explicit index arithmetic, the reference for every fast path.
-template <class F> Tensor reference_binary(const Tensor& a, const Tensor& b, F f) {
+template <class F>
+Tensor reference_binary(const Tensor& a, const Tensor& b, F f) {
   Shape out_shape = broadcast_shapes(a.shape(), b.shape());
   Tensor out(DType::f32, out_shape);
   auto sa = broadcast_strides(a.shape(), out_shape), sb = broadcast_strides(b.shape(), out_shape);
@@ -85,10 +89,14 @@ TEST(Elementwise, UnaryFloatValues) {
       {"Acosh", {1.f, 1.5f, 2.f, 10.f}, {0.f, 0.96242368f, 1.316958f, 2.993223f}},
       {"Atanh", kUnit, {-1.4722193f, -0.54930615f, 0.f, 0.30951962f, 1.0986123f}},
       {"Sign", kX, {-1.f, -1.f, -1.f, 0.f, 1.f, 1.f, 1.f}},
-      {"Softplus", kX, {0.078889742f, 0.31326169f, 0.5543552f, 0.69314718f, 0.91301525f, 1.3132617f, 2.5788898f}},
+      {"Softplus",
+       kX,
+       {0.078889742f, 0.31326169f, 0.5543552f, 0.69314718f, 0.91301525f, 1.3132617f, 2.5788898f}},
       {"Softsign", kX, {-0.71428573f, -0.5f, -0.23076925f, 0.f, 0.2857143f, 0.5f, 0.71428573f}},
       {"Selu", kX, {-1.6137857f, -1.1113307f, -0.45566735f, 0.f, 0.42028043f, 1.050701f, 2.6267526f}},
-      {"HardSwish", {-4.f, -2.5f, -1.f, 0.f, 1.f, 2.5f, 4.f}, {0.f, -0.20833328f, -0.33333331f, 0.f, 0.66666669f, 2.2916667f, 4.f}},
+      {"HardSwish",
+       {-4.f, -2.5f, -1.f, 0.f, 1.f, 2.5f, 4.f},
+       {0.f, -0.20833328f, -0.33333331f, 0.f, 0.66666669f, 2.2916667f, 4.f}},
       {"Mish", kX, {-0.19681619f, -0.30340144f, -0.15113318f, 0.f, 0.28903055f, 0.86509848f, 2.4713924f}},
       {"Gelu", kX, {-0.015524163f, -0.15865525f, -0.11462658f, 0.f, 0.2621687f, 0.84134475f, 2.4844758f}},
   };
@@ -106,8 +114,12 @@ TEST(Elementwise, UnaryFloatValues) {
 // float64 runs libm. Compare the two over a wide range, specials and a ragged tail.
 TEST(Elementwise, VectorMathMatchesLibm) {
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> v = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 0.f, -0.f, 1e-30f, -1e-6f,
-                          88.7f, 88.8f, -87.f, -95.f, -110.f, 0.624f, 0.626f, -3.9f, 4.1f};
+  std::vector<float> v = {inf,    -inf,   std::numeric_limits<float>::quiet_NaN(),
+                          0.f,    -0.f,   1e-30f,
+                          -1e-6f, 88.7f,  88.8f,
+                          -87.f,  -95.f,  -110.f,
+                          0.624f, 0.626f, -3.9f,
+                          4.1f};
   for (int i = 0; i <= 100000; i++) v.push_back(-30.f + 60.f * float(i) / 100000.f);
   Tensor x = f32(v, {int64_t(v.size())});
   Tensor x64 = run1("Cast", {x}, {{"to", attr_i(11)}});
@@ -116,12 +128,9 @@ TEST(Elementwise, VectorMathMatchesLibm) {
     Attrs attrs;
     double rtol, atol;  // atol is scaled by max(1, |x|)
   };
-  const Case cases[] = {{"Exp", {}, 3e-7, 0},
-                        {"Sigmoid", {}, 3e-7, 0},
-                        {"Tanh", {}, 3e-7, 0},
-                        {"Erf", {}, 6e-7, 0},
-                        {"Gelu", {}, 6e-7, 3e-7},
-                        {"Gelu", {{"approximate", attr_s("tanh")}}, 6e-7, 3e-7}};
+  const Case cases[] = {{"Exp", {}, 3e-7, 0},     {"Sigmoid", {}, 3e-7, 0},
+                        {"Tanh", {}, 3e-7, 0},    {"Erf", {}, 6e-7, 0},
+                        {"Gelu", {}, 6e-7, 3e-7}, {"Gelu", {{"approximate", attr_s("tanh")}}, 6e-7, 3e-7}};
   for (const Case& c : cases) {
     SCOPED_TRACE(cat(c.op, c.attrs.empty() ? "" : " tanh"));
     Tensor got = run1(c.op, {x}, c.attrs);
@@ -156,14 +165,19 @@ TEST(Elementwise, ActivationAttributes) {
                f32({0.f, 0.f, 0.f, 0.f, 0.f, 1.f, 2.5f}, s));
   expect_close(run1("Shrink", {f32(kX, s)}, {{"bias", attr_f(0.5f)}, {"lambd", attr_f(0.8f)}}),
                f32({-2.f, -0.5f, 0.f, 0.f, 0.f, 0.5f, 2.f}, s));
-  expect_close(run1("Shrink", {make<int32_t>({-5, -1, 0, 1, 5}, {5})}, {{"bias", attr_f(2.f)}, {"lambd", attr_f(1.5f)}}),
+  expect_close(run1("Shrink", {make<int32_t>({-5, -1, 0, 1, 5}, {5})},
+                    {{"bias", attr_f(2.f)}, {"lambd", attr_f(1.5f)}}),
                make<int32_t>({-3, 0, 0, 0, 3}, {5}));
-  expect_close(run1("Gelu", {f32(kX, s)}, {{"approximate", attr_s("tanh")}}),
-               f32({-0.015084266f, -0.15880801f, -0.11462908f, 0.f, 0.26216117f, 0.84119199f, 2.4849157f}, s));
+  expect_close(
+      run1("Gelu", {f32(kX, s)}, {{"approximate", attr_s("tanh")}}),
+      f32({-0.015084266f, -0.15880801f, -0.11462908f, 0.f, 0.26216117f, 0.84119199f, 2.4849157f}, s));
   Tensor x = f32({-1.f, 2.f, -3.f, 4.f, -5.f, 6.f}, {2, 3});
-  expect_close(run1("PRelu", {x, f32({0.5f, 0.1f, 2.f}, {3})}), f32({-0.5f, 2.f, -6.f, 4.f, -0.5f, 6.f}, {2, 3}));
-  expect_close(run1("PRelu", {x, f32({0.5f, 2.f}, {2, 1})}), f32({-0.5f, 2.f, -1.5f, 4.f, -10.f, 6.f}, {2, 3}));
-  expect_close(run1("PRelu", {make<int64_t>({-4, 3}, {2}), make<int64_t>({3}, {1})}), make<int64_t>({-12, 3}, {2}));
+  expect_close(run1("PRelu", {x, f32({0.5f, 0.1f, 2.f}, {3})}),
+               f32({-0.5f, 2.f, -6.f, 4.f, -0.5f, 6.f}, {2, 3}));
+  expect_close(run1("PRelu", {x, f32({0.5f, 2.f}, {2, 1})}),
+               f32({-0.5f, 2.f, -1.5f, 4.f, -10.f, 6.f}, {2, 3}));
+  expect_close(run1("PRelu", {make<int64_t>({-4, 3}, {2}), make<int64_t>({3}, {1})}),
+               make<int64_t>({-12, 3}, {2}));
 }
 
 TEST(Elementwise, IntegerUnary) {
@@ -190,21 +204,21 @@ TEST(Elementwise, PredicatesAndNot) {
 // The large shapes cross the parallel threshold so chunks start mid-row.
 TEST(Elementwise, BinaryBroadcastPathsMatchReference) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3, 4}, {2, 3, 4}},       // same shape
-      {{2, 3, 4}, {}},              // scalar right
-      {{}, {2, 3, 4}},              // scalar left
-      {{2, 3, 5}, {5}},             // inner (bias) broadcast
-      {{5}, {2, 3, 5}},             // inner broadcast, operands swapped
-      {{2, 3, 4}, {3, 1}},          // per-channel
-      {{3, 1}, {1, 4}},             // both broadcast
-      {{2, 1, 4, 1}, {3, 1, 5}},    // general strided
-      {{1, 1, 7}, {1, 3, 1}},       // size-1 leading axes
-      {{1, 0, 3}, {3}},             // empty
-      {{4, 300, 129}, {129}},       // large inner broadcast, rows cut by chunks
-      {{2, 64, 300}, {2, 64, 1}},   // large per-row scalar
-      {{70000}, {70000}},           // large same shape
-      {{70001}, {1}},               // large scalar with a ragged tail
-      {{3, 1, 9000}, {1, 5, 9000}}, // large general
+      {{2, 3, 4}, {2, 3, 4}},        // same shape
+      {{2, 3, 4}, {}},               // scalar right
+      {{}, {2, 3, 4}},               // scalar left
+      {{2, 3, 5}, {5}},              // inner (bias) broadcast
+      {{5}, {2, 3, 5}},              // inner broadcast, operands swapped
+      {{2, 3, 4}, {3, 1}},           // per-channel
+      {{3, 1}, {1, 4}},              // both broadcast
+      {{2, 1, 4, 1}, {3, 1, 5}},     // general strided
+      {{1, 1, 7}, {1, 3, 1}},        // size-1 leading axes
+      {{1, 0, 3}, {3}},              // empty
+      {{4, 300, 129}, {129}},        // large inner broadcast, rows cut by chunks
+      {{2, 64, 300}, {2, 64, 1}},    // large per-row scalar
+      {{70000}, {70000}},            // large same shape
+      {{70001}, {1}},                // large scalar with a ragged tail
+      {{3, 1, 9000}, {1, 5, 9000}},  // large general
   };
   struct Op {
     const char* name;
@@ -229,15 +243,18 @@ TEST(Elementwise, BinaryOtherTypes) {
   expect_close(run1("Mul", {a64, make<double>({2}, {1})}), make<double>({3, -4, 6}, {3}));
   expect_close(run1("Div", {a64, make<double>({2, 4, -1}, {3})}), make<double>({0.75, -0.5, -3}, {3}));
   // Integers wrap on overflow and divide toward zero.
-  expect_close(run1("Add", {make<int32_t>({std::numeric_limits<int32_t>::max(), 1}, {2}), make<int32_t>({1}, {})}),
-               make<int32_t>({std::numeric_limits<int32_t>::min(), 2}, {2}));
+  expect_close(
+      run1("Add", {make<int32_t>({std::numeric_limits<int32_t>::max(), 1}, {2}), make<int32_t>({1}, {})}),
+      make<int32_t>({std::numeric_limits<int32_t>::min(), 2}, {2}));
   expect_close(run1("Mul", {make<uint16_t>({65535, 3}, {2}), make<uint16_t>({65535, 4}, {2})}),
                make<uint16_t>({1, 12}, {2}));
-  expect_close(run1("Sub", {make<uint8_t>({1, 200}, {2}), make<uint8_t>({2, 100}, {2})}), make<uint8_t>({255, 100}, {2}));
+  expect_close(run1("Sub", {make<uint8_t>({1, 200}, {2}), make<uint8_t>({2, 100}, {2})}),
+               make<uint8_t>({255, 100}, {2}));
   expect_close(run1("Div", {make<int32_t>({7, -7, 7, -7}, {4}), make<int32_t>({2, 2, -2, -2}, {4})}),
                make<int32_t>({3, -3, -3, 3}, {4}));
-  expect_close(run1("Div", {make<int64_t>({std::numeric_limits<int64_t>::min()}, {1}), make<int64_t>({-1}, {1})}),
-               make<int64_t>({std::numeric_limits<int64_t>::min()}, {1}));
+  expect_close(
+      run1("Div", {make<int64_t>({std::numeric_limits<int64_t>::min()}, {1}), make<int64_t>({-1}, {1})}),
+      make<int64_t>({std::numeric_limits<int64_t>::min()}, {1}));
   // float16 goes through float32.
   Tensor h = run1("Cast", {f32({1.f, 2.5f}, {2})}, {{"to", attr_i(10)}});
   Tensor sum = run1("Add", {h, h});
@@ -259,17 +276,21 @@ TEST(Elementwise, Mod) {
   Tensor a = make<int32_t>({-4, 7, 5, 4, -7, 8}, {6}), b = make<int32_t>({2, -3, 8, -2, 3, 5}, {6});
   expect_close(run1("Mod", {a, b}), make<int32_t>({0, -2, 5, 0, 2, 3}, {6}));
   expect_close(run1("Mod", {a, b}, {{"fmod", attr_i(1)}}), make<int32_t>({0, 1, 5, 0, -1, 3}, {6}));
-  expect_close(run1("Mod", {make<int8_t>({-128, 9}, {2}), make<int8_t>({-1, 4}, {2})}), make<int8_t>({0, 1}, {2}));
-  expect_close(run1("Mod", {make<uint8_t>({250, 9}, {2}), make<uint8_t>({7}, {1})}), make<uint8_t>({5, 2}, {2}));
-  expect_close(run1("Mod", {f32({-4.5f, 7.f, 5.5f}, {3}), f32({2.f, -3.f, 2.5f}, {3})}, {{"fmod", attr_i(1)}}),
-               f32({-0.5f, 1.f, 0.5f}, {3}));
+  expect_close(run1("Mod", {make<int8_t>({-128, 9}, {2}), make<int8_t>({-1, 4}, {2})}),
+               make<int8_t>({0, 1}, {2}));
+  expect_close(run1("Mod", {make<uint8_t>({250, 9}, {2}), make<uint8_t>({7}, {1})}),
+               make<uint8_t>({5, 2}, {2}));
+  expect_close(
+      run1("Mod", {f32({-4.5f, 7.f, 5.5f}, {3}), f32({2.f, -3.f, 2.5f}, {3})}, {{"fmod", attr_i(1)}}),
+      f32({-0.5f, 1.f, 0.5f}, {3}));
 }
 
 TEST(Elementwise, Pow) {
   expect_close(run1("Pow", {f32({2.f, 4.f, 9.f}, {3}), f32({0.5f, -1.f, 0.5f}, {3})}),
                f32({1.4142135f, 0.25f, 3.f}, {3}));
   expect_close(run1("Pow", {f32({-3.f, 1.5f}, {2}), f32({2.f}, {})}), f32({9.f, 2.25f}, {2}));
-  expect_close(run1("Pow", {f32({2.f, 3.f}, {2}), make<int64_t>({3, -1}, {2})}), f32({8.f, 0.33333334f}, {2}));
+  expect_close(run1("Pow", {f32({2.f, 3.f}, {2}), make<int64_t>({3, -1}, {2})}),
+               f32({8.f, 0.33333334f}, {2}));
   expect_close(run1("Pow", {make<int32_t>({2, 3, -2, 5}, {4}), make<int64_t>({3, 2, 3, 0}, {4})}),
                make<int32_t>({8, 9, -8, 1}, {4}));
   expect_close(run1("Pow", {make<int64_t>({2, 3}, {2}), f32({1.5f, 2.f}, {2})}), make<int64_t>({2, 9}, {2}));
@@ -284,9 +305,11 @@ TEST(Elementwise, BitShift) {
   Tensor a = make<uint8_t>({16, 4, 1, 255}, {4}), s = make<uint8_t>({1, 2, 3, 8}, {4});
   expect_close(run1("BitShift", {a, s}, {{"direction", attr_s("LEFT")}}), make<uint8_t>({32, 16, 8, 0}, {4}));
   expect_close(run1("BitShift", {a, s}, {{"direction", attr_s("RIGHT")}}), make<uint8_t>({8, 1, 0, 0}, {4}));
-  expect_close(run1("BitShift", {make<uint16_t>({65535}, {1}), make<uint16_t>({15}, {1})}, {{"direction", attr_s("LEFT")}}),
+  expect_close(run1("BitShift", {make<uint16_t>({65535}, {1}), make<uint16_t>({15}, {1})},
+                    {{"direction", attr_s("LEFT")}}),
                make<uint16_t>({32768}, {1}));
-  expect_close(run1("BitShift", {make<uint64_t>({1}, {1}), make<uint64_t>({63}, {1})}, {{"direction", attr_s("LEFT")}}),
+  expect_close(run1("BitShift", {make<uint64_t>({1}, {1}), make<uint64_t>({63}, {1})},
+                    {{"direction", attr_s("LEFT")}}),
                make<uint64_t>({uint64_t(1) << 63}, {1}));
 }
 
@@ -312,7 +335,8 @@ TEST(Elementwise, Variadic) {
   expect_close(run_op("Sum", {a, b, c})[0], f32({5.f, 3.f, 9.f, 7.f, 7.f, 5.f}, {3, 2}));
   expect_close(run_op("Mean", {a, b})[0], f32({2.5f, 1.5f, 4.5f, 3.5f, 3.5f, 2.5f}, {3, 2}));
   expect_close(run_op("Max", {a})[0], a);
-  expect_close(run_op("Min", {make<int32_t>({3, -1}, {2}), make<int32_t>({0, 0}, {2})})[0], make<int32_t>({0, -1}, {2}));
+  expect_close(run_op("Min", {make<int32_t>({3, -1}, {2}), make<int32_t>({0, 0}, {2})})[0],
+               make<int32_t>({0, -1}, {2}));
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor m = run_op("Max", {f32({nan, 1.f}, {2}), f32({1.f, nan}, {2})})[0];
   EXPECT_TRUE(std::isnan(m.data<float>()[0]) && std::isnan(m.data<float>()[1]));
@@ -322,8 +346,9 @@ TEST(Elementwise, Where) {
   Tensor cond = boolean({1, 0, 1}, {3});
   expect_close(run1("Where", {cond, f32({1.f, 2.f}, {2, 1}), f32({-1.f, -2.f, -3.f}, {3})}),
                f32({1.f, -2.f, 1.f, 2.f, -2.f, 2.f}, {2, 3}));
-  expect_close(run1("Where", {boolean({1, 0}, {2, 1}), make<int64_t>({7}, {}), make<int64_t>({1, 2, 3}, {3})}),
-               make<int64_t>({7, 7, 7, 1, 2, 3}, {2, 3}));
+  expect_close(
+      run1("Where", {boolean({1, 0}, {2, 1}), make<int64_t>({7}, {}), make<int64_t>({1, 2, 3}, {3})}),
+      make<int64_t>({7, 7, 7, 1, 2, 3}, {2, 3}));
   expect_close(run1("Where", {cond, boolean({1}, {}), boolean({0, 0, 1}, {3})}), boolean({1, 0, 1}, {3}));
   Tensor h = run1("Cast", {f32({1.5f, 2.5f, 3.5f}, {3})}, {{"to", attr_i(10)}});
   Tensor hw = run1("Where", {cond, h, run1("Neg", {h})});
@@ -340,13 +365,16 @@ TEST(Elementwise, Where) {
 
 TEST(Elementwise, Clip) {
   Tensor x = f32({-3.f, -1.f, 0.5f, 2.f, 7.f}, {5});
-  expect_close(run1("Clip", {x, f32({-1.5f}, {}), f32({2.5f}, {})}), f32({-1.5f, -1.f, 0.5f, 2.f, 2.5f}, {5}));
+  expect_close(run1("Clip", {x, f32({-1.5f}, {}), f32({2.5f}, {})}),
+               f32({-1.5f, -1.f, 0.5f, 2.f, 2.5f}, {5}));
   expect_close(run1("Clip", {x, Tensor(), f32({1.f}, {})}), f32({-3.f, -1.f, 0.5f, 1.f, 1.f}, {5}));
   expect_close(run1("Clip", {x, f32({0.f}, {1})}), f32({0.f, 0.f, 0.5f, 2.f, 7.f}, {5}));
   expect_close(run1("Clip", {x}), x);
-  expect_close(run1("Clip", {x}, {{"min", attr_f(-2.f)}, {"max", attr_f(1.f)}}, 6), f32({-2.f, -1.f, 0.5f, 1.f, 1.f}, {5}));
-  expect_close(run1("Clip", {make<int8_t>({-128, 0, 127}, {3}), make<int8_t>({-5}, {}), make<int8_t>({5}, {})}),
-               make<int8_t>({-5, 0, 5}, {3}));
+  expect_close(run1("Clip", {x}, {{"min", attr_f(-2.f)}, {"max", attr_f(1.f)}}, 6),
+               f32({-2.f, -1.f, 0.5f, 1.f, 1.f}, {5}));
+  expect_close(
+      run1("Clip", {make<int8_t>({-128, 0, 127}, {3}), make<int8_t>({-5}, {}), make<int8_t>({5}, {})}),
+      make<int8_t>({-5, 0, 5}, {3}));
   // min > max: max wins, as in NumPy.
   expect_close(run1("Clip", {x, f32({3.f}, {}), f32({1.f}, {})}), f32({1.f, 1.f, 1.f, 1.f, 1.f}, {5}));
   const float inf = std::numeric_limits<float>::infinity();
@@ -358,8 +386,26 @@ TEST(Elementwise, Clip) {
 TEST(Elementwise, Cast) {
   Tensor x = f32({-2.7f, -0.5f, 0.5f, 2.7f, 300.f}, {5});
   expect_close(run1("Cast", {x}, {{"to", attr_i(6)}}), make<int32_t>({-2, 0, 0, 2, 300}, {5}));
-  expect_close(run1("Cast", {f32({0.f, 2.7f, 300.f}, {3})}, {{"to", attr_i(2)}}), make<uint8_t>({0, 2, 44}, {3}));
+  expect_close(run1("Cast", {f32({0.f, 2.7f, 300.f}, {3})}, {{"to", attr_i(2)}}),
+               make<uint8_t>({0, 2, 44}, {3}));
   expect_close(run1("Cast", {x}, {{"to", attr_i(9)}}), boolean({1, 1, 1, 1, 1}, {5}));
+  // Out of range float to integer wraps like NumPy on x86 (implementation-defined in the spec).
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor odd = f32({-2.7f, 300.f, -1.f, 1e10f, std::numeric_limits<float>::quiet_NaN(), -inf, 3e9f}, {7});
+  expect_close(run1("Cast", {odd}, {{"to", attr_i(3)}}), make<int8_t>({-2, 44, -1, 0, 0, 0, 0}, {7}));
+  expect_close(run1("Cast", {odd}, {{"to", attr_i(2)}}), make<uint8_t>({254, 44, 255, 0, 0, 0, 0}, {7}));
+  expect_close(run1("Cast", {odd}, {{"to", attr_i(4)}}),
+               make<uint16_t>({65534, 300, 65535, 0, 0, 0, 0}, {7}));
+  const int32_t i32_min = std::numeric_limits<int32_t>::min();
+  expect_close(run1("Cast", {odd}, {{"to", attr_i(6)}}),
+               make<int32_t>({-2, 300, -1, i32_min, i32_min, i32_min, i32_min}, {7}));
+  const int64_t i64_min = std::numeric_limits<int64_t>::min();
+  expect_close(run1("Cast", {odd}, {{"to", attr_i(7)}}),
+               make<int64_t>({-2, 300, -1, 10000000000, i64_min, i64_min, 3000000000}, {7}));
+  expect_close(run1("Cast", {f32({-2.7f, 3e9f}, {2})}, {{"to", attr_i(12)}}),
+               make<uint32_t>({4294967294u, 3000000000u}, {2}));
+  expect_close(run1("Cast", {f32({-1.f, 1e10f}, {2})}, {{"to", attr_i(13)}}),
+               make<uint64_t>({18446744073709551615ull, 10000000000ull}, {2}));
   expect_close(run1("Cast", {boolean({1, 0}, {2})}, {{"to", attr_i(1)}}), f32({1.f, 0.f}, {2}));
   expect_close(run1("Cast", {make<int64_t>({-3, 1ll << 40}, {2})}, {{"to", attr_i(11)}}),
                make<double>({-3, double(1ll << 40)}, {2}));
@@ -374,7 +420,8 @@ TEST(Elementwise, Cast) {
   expect_close(run1("Cast", {bf}, {{"to", attr_i(11)}}), make<double>({0.478515625, 0.478515625, -1}, {3}));
   Tensor h3 = run1("Cast", {f32({0.1f, 65504.f, -2.5f}, {3})}, {{"to", attr_i(10)}});
   expect_close(run1("Cast", {h3}, {{"to", attr_i(7)}}), make<int64_t>({0, 65504, -2}, {3}));
-  expect_close(run1("CastLike", {make<int32_t>({1, -2}, {2}), make<double>({0}, {1})}), make<double>({1, -2}, {2}));
+  expect_close(run1("CastLike", {make<int32_t>({1, -2}, {2}), make<double>({0}, {1})}),
+               make<double>({1, -2}, {2}));
   // Large enough to run in parallel chunks.
   Tensor big = random_f32({100000}, 9);
   Tensor round_trip = run1("Cast", {run1("Cast", {big}, {{"to", attr_i(11)}})}, {{"to", attr_i(1)}});
@@ -387,8 +434,12 @@ TEST(Elementwise, InferErrors) {
   EXPECT_THROW(run1("Add", {x, make<int32_t>({1, 2, 3}, {3})}), Error);
   EXPECT_THROW(run1("Sqrt", {make<int32_t>({4}, {1})}), Error);
   EXPECT_THROW(run1("Mod", {x, x}), Error);  // float Mod needs fmod=1
-  EXPECT_THROW(run1("BitShift", {make<uint8_t>({1}, {1}), make<uint8_t>({1}, {1})}, {{"direction", attr_s("UP")}}), Error);
-  EXPECT_THROW(run1("BitShift", {make<int8_t>({1}, {1}), make<int8_t>({1}, {1})}, {{"direction", attr_s("LEFT")}}), Error);
+  EXPECT_THROW(
+      run1("BitShift", {make<uint8_t>({1}, {1}), make<uint8_t>({1}, {1})}, {{"direction", attr_s("UP")}}),
+      Error);
+  EXPECT_THROW(
+      run1("BitShift", {make<int8_t>({1}, {1}), make<int8_t>({1}, {1})}, {{"direction", attr_s("LEFT")}}),
+      Error);
   EXPECT_THROW(run1("Gelu", {x}, {{"approximate", attr_s("fast")}}), Error);
   EXPECT_THROW(run1("Celu", {x}, {{"alpha", attr_f(0.f)}}), Error);
   EXPECT_THROW(run1("PRelu", {x, f32({1.f, 2.f}, {2})}), Error);

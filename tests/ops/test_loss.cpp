@@ -41,8 +41,8 @@ TEST(Loss, SoftmaxCrossEntropyWithLogProb) {
   Tensor t = i64({0, 2, 1, 1}, {2, 2});
   auto y = run_op("SoftmaxCrossEntropyLoss", {s, t}, {{"reduction", attr_s("none")}}, 2);
   expect_close(y[0], f32({0.407606f, 0.3490122f, 1.464369f, 2.169846f}, {2, 2}));
-  expect_close(y[1], f32({-0.407606f, -1.349012f, -1.407606f, -3.349012f, -2.407606f, -0.3490122f, -0.4643687f,
-                          -0.169846f, -1.464369f, -2.169846f, -1.964369f, -3.169846f},
+  expect_close(y[1], f32({-0.407606f, -1.349012f, -1.407606f, -3.349012f, -2.407606f, -0.3490122f,
+                          -0.4643687f, -0.169846f, -1.464369f, -2.169846f, -1.964369f, -3.169846f},
                          {2, 3, 2}));
   expect_close(run_op("SoftmaxCrossEntropyLoss", {s, t})[0], Tensor::scalar<float>(1.097708f));
 }
@@ -53,7 +53,8 @@ TEST(Loss, Errors) {
   EXPECT_THROW(run_op("NegativeLogLikelihoodLoss", {log_probs(), i64({0, -1, 2, 0}, {4})}), Error);
   EXPECT_THROW(run_op("NegativeLogLikelihoodLoss", {log_probs(), i64({0, 1}, {2})}), Error);
   EXPECT_THROW(run_op("NegativeLogLikelihoodLoss", {log_probs(), f32({0, 1, 2, 0}, {4})}), Error);
-  EXPECT_THROW(run_op("SoftmaxCrossEntropyLoss", {log_probs(), i64({0, 1, 2, 0}, {4}), f32({1, 1}, {2})}), Error);
+  EXPECT_THROW(run_op("SoftmaxCrossEntropyLoss", {log_probs(), i64({0, 1, 2, 0}, {4}), f32({1, 1}, {2})}),
+               Error);
   EXPECT_THROW(run_op("SoftmaxCrossEntropyLoss", {log_probs(), i64({0, 1, 2, 0}, {4}), w},
                       {{"reduction", attr_s("avg")}}),
                Error);

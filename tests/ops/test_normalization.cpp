@@ -33,9 +33,9 @@ TEST(Normalization, BatchNormInference) {
   Tensor x = f32({1, 2, 3, 4, -1, 0, 5, 9}, {2, 2, 2});
   auto y = run_op("BatchNormalization",
                   {x, f32({1.5f, -2}, {2}), f32({0.5f, 1}, {2}), f32({2, 1}, {2}), f32({4, 0.25f}, {2})});
-  expect_close(y[0], f32({-0.2499991f, 0.5f, -6.99984f, -10.99976f, -1.749997f, -0.9999982f, -14.99968f,
-                          -30.99936f},
-                         {2, 2, 2}));
+  expect_close(
+      y[0], f32({-0.2499991f, 0.5f, -6.99984f, -10.99976f, -1.749997f, -0.9999982f, -14.99968f, -30.99936f},
+                {2, 2, 2}));
 }
 
 TEST(Normalization, BatchNormTrainingMode) {
@@ -43,9 +43,9 @@ TEST(Normalization, BatchNormTrainingMode) {
   auto y = run_op("BatchNormalization",
                   {x, f32({1.5f, -2}, {2}), f32({0.5f, 1}, {2}), f32({2, 1}, {2}), f32({4, 0.25f}, {2})},
                   {{"training_mode", attr_i(1)}}, 3, 15);
-  expect_close(y[0], f32({1.170818f, 2.512453f, 2.975755f, 2.097641f, -1.512453f, -0.1708177f, 1.219528f,
-                          -2.292925f},
-                         {2, 2, 2}));
+  expect_close(
+      y[0], f32({1.170818f, 2.512453f, 2.975755f, 2.097641f, -1.512453f, -0.1708177f, 1.219528f, -2.292925f},
+                {2, 2, 2}));
   expect_close(y[1], f32({1.85f, 1.425f}, {2}));
   expect_close(y[2], f32({3.725f, 0.74375f}, {2}));
 }
@@ -98,7 +98,8 @@ TEST(Normalization, LayerNormMatchesPlainVersionOnLargeRows) {
 TEST(Normalization, LayerNormErrors) {
   Tensor x = Tensor::zeros(DType::f32, {2, 4});
   EXPECT_THROW(run_op("LayerNormalization", {x, Tensor::zeros(DType::f32, {3})}), Error);
-  EXPECT_THROW(run_op("LayerNormalization", {x, Tensor::zeros(DType::f32, {4})}, {{"axis", attr_i(2)}}), Error);
+  EXPECT_THROW(run_op("LayerNormalization", {x, Tensor::zeros(DType::f32, {4})}, {{"axis", attr_i(2)}}),
+               Error);
   EXPECT_THROW(run_op("LayerNormalization", {x, Tensor::zeros(DType::f32, {4})}, {{"stash_type", attr_i(7)}}),
                Error);
   EXPECT_THROW(run_op("LayerNormalization", {i64({1, 2}, {2}), i64({1, 2}, {2})}), Error);
@@ -110,16 +111,18 @@ TEST(Normalization, InstanceNorm) {
   expect_close(y[0], f32({-2.051509f, -1.305506f, 0.1865008f, 3.170514f, 0.4226515f, 0.4226515f, 0.4226515f,
                           2.732046f},
                          {1, 2, 4}));
-  EXPECT_THROW(run_op("InstanceNormalization", {f32({1, 2}, {1, 2}), f32({1, 1}, {2}), f32({0, 0}, {2})}), Error);
+  EXPECT_THROW(run_op("InstanceNormalization", {f32({1, 2}, {1, 2}), f32({1, 1}, {2}), f32({0, 0}, {2})}),
+               Error);
 }
 
 TEST(Normalization, GroupNormPerGroupAndPerChannel) {
   Tensor x = f32({1, 2, 3, 5, 0, 0, 1, 7}, {1, 4, 2});
   Attribute groups = attr_i(2);
-  auto g = run_op("GroupNormalization", {x, f32({2, -1}, {2}), f32({1, 0}, {2})}, {{"num_groups", groups}}, 1, 18);
-  expect_close(g[0], f32({-1.366426f, -0.01418281f, 1.338061f, 4.042548f, 0.685994f, 0.685994f, 0.342997f,
-                          -1.714985f},
-                         {1, 4, 2}));
+  auto g =
+      run_op("GroupNormalization", {x, f32({2, -1}, {2}), f32({1, 0}, {2})}, {{"num_groups", groups}}, 1, 18);
+  expect_close(
+      g[0], f32({-1.366426f, -0.01418281f, 1.338061f, 4.042548f, 0.685994f, 0.685994f, 0.342997f, -1.714985f},
+                {1, 4, 2}));
   auto c = run_op("GroupNormalization", {x, f32({1, 2, 3, 4}, {4}), f32({0, 0, 1, 1}, {4})},
                   {{"num_groups", groups}}, 1, 18);
   expect_close(c[0], f32({-1.183213f, -0.5070914f, 0.3380609f, 3.042548f, -1.057982f, -1.057982f, -0.3719879f,
@@ -131,9 +134,39 @@ TEST(Normalization, GroupNormPerGroupAndPerChannel) {
   EXPECT_THROW(run_op("GroupNormalization", {x, f32({1, 1}, {2}), f32({0, 0}, {2})}, {}, 1, 18), Error);
 }
 
+TEST(Normalization, GroupAndBatchNormMatchPlainVersion) {
+  const int64_t n = 2, c = 6, spatial = 35, groups = 3, per_group = c / groups * spatial;
+  std::vector<float> x = random_floats(n * c * spatial, 3.0f, 11), scale = random_floats(c, 1.0f, 12),
+                     bias = random_floats(c, 1.0f, 13), mean = random_floats(c, 1.0f, 14);
+  std::vector<float> var = random_floats(c, 1.0f, 15);
+  for (float& v : var) v = v * v + 0.1f;
+  std::vector<float> group_expected(x.size()), batch_expected(x.size());
+  for (int64_t g = 0; g < n * groups; g++) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < per_group; i++) m += x[g * per_group + i];
+    m /= per_group;
+    for (int64_t i = 0; i < per_group; i++) v += (x[g * per_group + i] - m) * (x[g * per_group + i] - m);
+    double inv = 1 / std::sqrt(v / per_group + 1e-5);
+    for (int64_t i = 0; i < per_group; i++) {
+      int64_t e = g * per_group + i, ch = e / spatial % c;
+      group_expected[e] = float((x[e] - m) * inv * scale[ch] + bias[ch]);
+    }
+  }
+  for (size_t e = 0; e < x.size(); e++) {
+    int64_t ch = int64_t(e) / spatial % c;
+    batch_expected[e] = float((x[e] - mean[ch]) / std::sqrt(var[ch] + 1e-5) * scale[ch] + bias[ch]);
+  }
+  Tensor xt = f32(x, {n, c, 5, 7}), st = f32(scale, {c}), bt = f32(bias, {c});
+  expect_close(run_op("GroupNormalization", {xt, st, bt}, {{"num_groups", attr_i(groups)}}, 1, 18)[0],
+               f32(group_expected, {n, c, 5, 7}));
+  expect_close(run_op("BatchNormalization", {xt, st, bt, f32(mean, {c}), f32(var, {c})})[0],
+               f32(batch_expected, {n, c, 5, 7}));
+}
+
 TEST(Normalization, LpNormalization) {
   Tensor x = f32({3, -4, 0, 0, 0, 0}, {2, 3});
-  expect_close(run_op("LpNormalization", {x}, {{"axis", attr_i(1)}})[0], f32({0.6f, -0.8f, 0, 0, 0, 0}, {2, 3}));
+  expect_close(run_op("LpNormalization", {x}, {{"axis", attr_i(1)}})[0],
+               f32({0.6f, -0.8f, 0, 0, 0, 0}, {2, 3}));
   expect_close(run_op("LpNormalization", {x}, {{"axis", attr_i(0)}, {"p", attr_i(1)}})[0],
                f32({1, -1, 0, 0, 0, 0}, {2, 3}));
   EXPECT_THROW(run_op("LpNormalization", {x}, {{"p", attr_i(3)}}), Error);
@@ -144,16 +177,19 @@ TEST(Normalization, MeanVarianceNormalization) {
   expect_close(y[0], f32({-1.212678f, -0.7276069f, -1.153113f, -0.7337993f, 0.7276069f, 1.212678f, 0.5241424f,
                           1.36277f},
                          {2, 2, 1, 2}));
-  EXPECT_THROW(run_op("MeanVarianceNormalization", {f32({1, 2}, {1, 2})}), Error);  // default axes need rank 4
+  EXPECT_THROW(run_op("MeanVarianceNormalization", {f32({1, 2}, {1, 2})}),
+               Error);  // default axes need rank 4
 }
 
 TEST(Normalization, LRN) {
   Tensor x = f32({1, 2, 3}, {1, 3, 1, 1});
   // An even size spans floor((size-1)/2) = 0 channels before and ceil((size-1)/2) = 1 after.
-  expect_close(run_op("LRN", {x}, {{"size", attr_i(2)}})[0], f32({0.9998125f, 1.999026f, 2.998988f}, {1, 3, 1, 1}));
-  expect_close(run_op("LRN", {x}, {{"size", attr_i(3)}, {"alpha", attr_f(0.1f)}, {"beta", attr_f(0.5f)},
-                                   {"bias", attr_f(2)}})[0],
-               f32({0.6793662f, 1.273429f, 1.923182f}, {1, 3, 1, 1}));
+  expect_close(run_op("LRN", {x}, {{"size", attr_i(2)}})[0],
+               f32({0.9998125f, 1.999026f, 2.998988f}, {1, 3, 1, 1}));
+  expect_close(
+      run_op("LRN", {x},
+             {{"size", attr_i(3)}, {"alpha", attr_f(0.1f)}, {"beta", attr_f(0.5f)}, {"bias", attr_f(2)}})[0],
+      f32({0.6793662f, 1.273429f, 1.923182f}, {1, 3, 1, 1}));
   EXPECT_THROW(run_op("LRN", {x}), Error);  // size is required
 }
 
@@ -164,10 +200,10 @@ TEST(Normalization, SoftmaxOpsetSemantics) {
                f32({0.0320586f, 0.08714432f, 0.2368828f, 0.6439143f, 0.006632133f, 0.006632133f, 0.002439826f,
                     0.984296f},
                    {2, 2, 2}));
-  expect_close(run_op("Softmax", {x}, {{"axis", attr_i(1)}}, 1, 13)[0],
-               f32({0.1192029f, 0.1192029f, 0.880797f, 0.880797f, 0.7310586f, 0.00669285f, 0.2689414f,
-                    0.9933072f},
-                   {2, 2, 2}));
+  expect_close(
+      run_op("Softmax", {x}, {{"axis", attr_i(1)}}, 1, 13)[0],
+      f32({0.1192029f, 0.1192029f, 0.880797f, 0.880797f, 0.7310586f, 0.00669285f, 0.2689414f, 0.9933072f},
+          {2, 2, 2}));
   expect_close(run_op("LogSoftmax", {x}, {}, 1, 13)[0],
                f32({-1.313262f, -0.3132617f, -1.313262f, -0.3132617f, -0.6931472f, -0.6931472f, -6.002476f,
                     -0.002475641f},

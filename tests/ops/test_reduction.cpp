@@ -10,8 +10,9 @@
 namespace vlrt::test {
 namespace {
 
-const char* const kReduceOps[] = {"ReduceSum", "ReduceMean", "ReduceMax",    "ReduceMin",       "ReduceProd",
-                                  "ReduceL1",  "ReduceL2",   "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"};
+const char* const kReduceOps[] = {"ReduceSum",       "ReduceMean",     "ReduceMax", "ReduceMin",
+                                  "ReduceProd",      "ReduceL1",       "ReduceL2",  "ReduceLogSum",
+                                  "ReduceLogSumExp", "ReduceSumSquare"};
 
 double fold(const std::string& op, const std::vector<double>& v) {
   double s = 0, m = -INFINITY;
@@ -27,7 +28,8 @@ double fold(const std::string& op, const std::vector<double>& v) {
     for (double x : v) s += std::exp(x - m);
     return m + std::log(s);
   }
-  for (double x : v) s += op == "ReduceL1" ? std::abs(x) : (op == "ReduceL2" || op == "ReduceSumSquare") ? x * x : x;
+  for (double x : v)
+    s += op == "ReduceL1" ? std::abs(x) : (op == "ReduceL2" || op == "ReduceSumSquare") ? x * x : x;
   if (op == "ReduceMean") return s / double(v.size());
   if (op == "ReduceL2") return std::sqrt(s);
   if (op == "ReduceLogSum") return std::log(s);
@@ -71,15 +73,16 @@ Tensor random_tensor(Shape s, uint32_t seed, float lo, float hi) {
 
 TEST(Reduction, AllOpsMatchPlainVersion) {
   Tensor x = random_tensor({3, 4, 5, 6}, 1, 0.5f, 1.5f);
-  std::vector<std::vector<int64_t>> cases = {{}, {0}, {3}, {-1}, {1, 2}, {2, 3}, {0, 2}, {0, 3}, {1, 3}, {0, 1, 3}};
+  std::vector<std::vector<int64_t>> cases = {{},     {0},    {3},    {-1},   {1, 2},
+                                             {2, 3}, {0, 2}, {0, 3}, {1, 3}, {0, 1, 3}};
   for (const char* op : kReduceOps) {
     int64_t since = std::string(op) == "ReduceSum" ? 13 : 18;
     for (auto& axes : cases) {
       for (int64_t keep : {0, 1}) {
         Tensor expected = reference_reduce(op, x, axes, keep);
         std::map<std::string, Attribute> attrs = {{"keepdims", attr_i(keep)}};
-        std::vector<Tensor> inputs = {x};
-        if (!axes.empty()) inputs.push_back(i64(axes, {int64_t(axes.size())}));
+        std::vector<Tensor> inputs =
+            axes.empty() ? std::vector<Tensor>{x} : std::vector<Tensor>{x, i64(axes, {int64_t(axes.size())})};
         SCOPED_TRACE(cat(op, " axes ", shape_str(axes), " keepdims ", keep));
         expect_close(run_op(op, inputs, attrs, 1, since)[0], expected);
         if (!axes.empty()) attrs["axes"] = attr_ints(axes);
@@ -98,9 +101,31 @@ TEST(Reduction, LargeFastPathsMatchPlainVersion) {
                reference_reduce("ReduceMean", last, {-1}, true));
   expect_close(run_op("ReduceMean", {gap}, {{"axes", attr_ints({2, 3})}}, 1, 13)[0],
                reference_reduce("ReduceMean", gap, {2, 3}, true));
-  expect_close(run_op("ReduceSum", {mid, i64({1}, {1})})[0], reference_reduce("ReduceSum", mid, {1}, true), 1e-4);
-  expect_close(run_op("ReduceMax", {gap}, {{"axes", attr_ints({0, 2})}, {"keepdims", attr_i(0)}}, 1, 13)[0],
-               reference_reduce("ReduceMax", gap, {0, 2}, false));
+  expect_close(run_op("ReduceSum", {mid, i64({1}, {1})})[0], reference_reduce("ReduceSum", mid, {1}, true),
+               1e-4);
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    expect_close(run_op(op, {last}, {{"axes", attr_ints({1})}}, 1, 13)[0],
+                 reference_reduce(op, last, {1}, true));
+    expect_close(run_op(op, {mid}, {{"axes", attr_ints({1})}}, 1, 13)[0],
+                 reference_reduce(op, mid, {1}, true));
+    expect_close(run_op(op, {gap}, {{"axes", attr_ints({0, 2})}, {"keepdims", attr_i(0)}}, 1, 13)[0],
+                 reference_reduce(op, gap, {0, 2}, false));
+  }
+}
+
+TEST(Reduction, MaxAndMinPropagateNaN) {
+  // A NaN deep inside a long row (vector path) and inside a reduced column (strip path).
+  std::vector<float> v(2 * 100, 1.0f);
+  v[77] = NAN;
+  Tensor x = f32(v, {2, 100}), xt = f32(v, {100, 2});
+  for (const char* op : {"ReduceMax", "ReduceMin"}) {
+    auto rows = run_op(op, {x}, {{"axes", attr_ints({1})}}, 1, 13)[0].to_double_vector();
+    EXPECT_TRUE(std::isnan(rows[0])) << op;
+    EXPECT_EQ(rows[1], 1.0) << op;
+    auto cols = run_op(op, {xt}, {{"axes", attr_ints({0})}}, 1, 13)[0].to_double_vector();
+    EXPECT_EQ(cols[0], 1.0) << op;
+    EXPECT_TRUE(std::isnan(cols[1])) << op;
+  }
 }
 
 TEST(Reduction, EmptyAxes) {
@@ -123,9 +148,10 @@ TEST(Reduction, EmptySetIdentities) {
   Tensor x = Tensor::zeros(DType::f32, {2, 0, 3});
   Tensor axis = i64({1}, {1});
   float inf = std::numeric_limits<float>::infinity();
-  std::map<std::string, float> expected = {{"ReduceSum", 0},        {"ReduceProd", 1},      {"ReduceMax", -inf},
-                                           {"ReduceMin", inf},      {"ReduceL1", 0},        {"ReduceL2", 0},
-                                           {"ReduceSumSquare", 0},  {"ReduceLogSum", -inf}, {"ReduceLogSumExp", -inf}};
+  std::map<std::string, float> expected = {
+      {"ReduceSum", 0},       {"ReduceProd", 1},      {"ReduceMax", -inf},
+      {"ReduceMin", inf},     {"ReduceL1", 0},        {"ReduceL2", 0},
+      {"ReduceSumSquare", 0}, {"ReduceLogSum", -inf}, {"ReduceLogSumExp", -inf}};
   for (auto& [op, v] : expected) {
     std::vector<double> y = run_op(op, {x, axis}, {}, 1, 18)[0].to_double_vector();
     ASSERT_EQ(y.size(), 6u) << op;
@@ -143,8 +169,8 @@ TEST(Reduction, IntegerTypes) {
   auto p = run_op("ReduceProd", {i64({big + 1, 3}, {2})}, {{"keepdims", attr_i(0)}}, 1, 13)[0];
   EXPECT_EQ(p.to_int64_vector(), (std::vector<int64_t>{3 * big + 3}));
   // Integer means truncate toward zero like the reference's cast.
-  auto m = run_op("ReduceMean", {Tensor::from_vector<int32_t>({1, 2, -1, -2}, {2, 2})}, {{"axes", attr_ints({1})}},
-                  1, 13)[0];
+  auto m = run_op("ReduceMean", {Tensor::from_vector<int32_t>({1, 2, -1, -2}, {2, 2})},
+                  {{"axes", attr_ints({1})}}, 1, 13)[0];
   EXPECT_EQ(m.to_int64_vector(), (std::vector<int64_t>{1, -1}));
   auto mx = run_op("ReduceMax", {Tensor::from_vector<uint8_t>({3, 250, 7, 1}, {4})}, {}, 1, 13)[0];
   EXPECT_EQ(mx.data<uint8_t>()[0], 250);
@@ -157,7 +183,7 @@ TEST(Reduction, ReduceErrors) {
   EXPECT_THROW(run_op("ReduceSum", {x, i64({1, -1}, {2})}), Error);  // the same axis twice
   EXPECT_THROW(run_op("ReduceSum", {x, i64({2}, {1})}), Error);
   EXPECT_THROW(run_op("ReduceMean", {x}, {{"axes", attr_ints({0})}}, 1, 18), Error);  // an input since 18
-  EXPECT_THROW(run_op("ReduceMean", {x, i64({0}, {1})}, {}, 1, 13), Error);          // an attribute before 18
+  EXPECT_THROW(run_op("ReduceMean", {x, i64({0}, {1})}, {}, 1, 13), Error);  // an attribute before 18
   EXPECT_THROW(run_op("ReduceMax", {Tensor::zeros(DType::boolean, {2})}, {}, 1, 13), Error);
 }
 
@@ -207,7 +233,8 @@ TEST(Reduction, CumSum) {
   expect_close(run_op("CumSum", {x, Tensor::scalar<int32_t>(1)})[0], f32({1, 3, 6, 4, 9, 15}, {2, 3}));
   expect_close(run_op("CumSum", {x, i64({-2}, {1})}, {{"exclusive", attr_i(1)}, {"reverse", attr_i(1)}})[0],
                f32({4, 5, 6, 0, 0, 0}, {2, 3}));
-  auto ints = run_op("CumSum", {i64({5, -1, 2}, {3}), Tensor::scalar<int64_t>(0)}, {{"reverse", attr_i(1)}})[0];
+  auto ints =
+      run_op("CumSum", {i64({5, -1, 2}, {3}), Tensor::scalar<int64_t>(0)}, {{"reverse", attr_i(1)}})[0];
   EXPECT_EQ(ints.to_int64_vector(), (std::vector<int64_t>{6, 1, 2}));
   EXPECT_THROW(run_op("CumSum", {x, Tensor::scalar<int64_t>(2)}), Error);
   EXPECT_THROW(run_op("CumSum", {x, Tensor::scalar<float>(0)}), Error);

@@ -608,6 +608,23 @@ TEST(Spatial, GridSampleManyChannelsAndDoubleGrid) {
             << n << " " << c << " " << p;
 }
 
+TEST(Spatial, GridSampleNonFiniteGrid) {
+  Tensor x = pattern({1, 1, 3, 4});
+  Tensor grid = f32({NAN, 0, INFINITY, 0, -INFINITY, 0, 1e30f, -1e30f, 0.2f, NAN, 0, 0}, {1, 1, 6, 2});
+  for (const char* mode : {"bilinear", "nearest", "bicubic"}) {
+    for (const char* pad : {"zeros", "border", "reflection"}) {
+      Tensor y =
+          run_op("GridSample", {x, grid}, {{"mode", attr_s(mode)}, {"padding_mode", attr_s(pad)}}, 1, 16)[0];
+      auto v = y.to_double_vector();
+      // The last point is regular: the image centre row, between columns 1 and 2.
+      EXPECT_FALSE(std::isnan(v[5])) << mode << " " << pad;
+      if (std::string(pad) == "zeros") {
+        EXPECT_EQ(v[3], 0.0) << mode;
+      }
+    }
+  }
+}
+
 TEST(Spatial, GridSampleErrors) {
   Tensor x = pattern({1, 2, 3, 4});
   EXPECT_THROW(run_op("GridSample", {x, pattern({1, 2, 3, 3})}, {}, 1, 16), Error);
@@ -805,6 +822,11 @@ TEST(Spatial, RoiAlign) {
            -0.0f,        0.4375f,      -0.0f,        0.4375f,      -0.0f,       0.145833299f,
            -0.0f,        1.09375f,     -0.0f,        1.09375f,     -0.0f,       0.364583254f},
           {3, 2, 3, 2}));
+  // Rois that are not finite sample nothing instead of reading out of bounds.
+  Tensor odd = f32({NAN, 0, 2, 2, 0, -INFINITY, 3, INFINITY, 1e30f, 1e30f, 2e30f, 2e30f}, {3, 4});
+  Tensor z = run_op("RoiAlign", {x, odd, bi}, {{"sampling_ratio", attr_i(2)}}, 1, 16)[0];
+  for (double v : z.to_double_vector()) EXPECT_FALSE(std::isinf(v));
+  EXPECT_THROW(run_op("RoiAlign", {x, f32({0, 0, 1e30f, 1e30f}, {1, 4}), i64({0}, {1})}, {}, 1, 16), Error);
   EXPECT_THROW(run_op("RoiAlign", {x, rois, i64({0, 2, 1}, {3})}, {}, 1, 16), Error);
   EXPECT_THROW(run_op("RoiAlign", {x, rois, i64({0, 1}, {2})}, {}, 1, 16), Error);
   EXPECT_THROW(run_op("RoiAlign", {x, f32({0, 0, 1}, {1, 3}), i64({0}, {1})}, {}, 1, 16), Error);

@@ -16,11 +16,12 @@ namespace vlrt {
 
 namespace {
 
-// Elements per parallel task: cheap arithmetic, and ops that call libm per element.
+// Elements per parallel task: cheap arithmetic, and transcendental functions.
 constexpr int64_t kGrain = 1 << 15;
 constexpr int64_t kGrainMath = 1 << 12;
 
-template <class T> constexpr bool is_negative(T x) {
+template <class T>
+constexpr bool is_negative(T x) {
   if constexpr (std::is_unsigned_v<T>) {
     return false;
   } else {
@@ -28,7 +29,8 @@ template <class T> constexpr bool is_negative(T x) {
   }
 }
 
-template <class T> constexpr bool is_nan(T x) {
+template <class T>
+constexpr bool is_nan(T x) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::isnan(x);
   } else {
@@ -38,13 +40,48 @@ template <class T> constexpr bool is_nan(T x) {
 
 // Integer arithmetic wraps (two's complement) instead of overflowing into UB; the
 // unsigned type is at least 32 bits so that uint16 * uint16 does not promote to int.
-template <class T> using Wrap = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
+template <class T>
+using Wrap = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
 
-template <class T> T negate(T x) {
+template <class T>
+T negate(T x) {
   if constexpr (std::is_integral_v<T>) {
     return T(Wrap<T>(0) - Wrap<T>(x));
   } else {
     return -x;
+  }
+}
+
+// Float to integer as C casts (and so NumPy) do it on x86: truncate toward zero; types up
+// to 32 bits except uint32 convert through int32, the rest through int64, and a value
+// out of that range becomes its minimum. Spelled out because C++'s out-of-range
+// conversion is undefined.
+template <class S>
+int64_t float_to_int64(S s) {
+  bool ok = s >= S(-9223372036854775808.0) && s < S(9223372036854775808.0);
+  return ok ? int64_t(s) : std::numeric_limits<int64_t>::min();
+}
+
+template <class D, class S>
+D float_to_int(S s) {
+  if constexpr (sizeof(D) < 4 || std::is_same_v<D, int32_t>) {
+    bool ok = s >= S(-2147483648.0) && s < S(2147483648.0);
+    return D(ok ? int32_t(s) : std::numeric_limits<int32_t>::min());
+  } else if constexpr (std::is_same_v<D, uint64_t>) {
+    if (s >= S(9223372036854775808.0) && s < S(18446744073709551616.0)) return uint64_t(s);
+    return D(float_to_int64(s));
+  } else {
+    return D(float_to_int64(s));
+  }
+}
+
+// A double result stored as T (Shrink, Pow on integers).
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return T(v);
+  } else {
+    return float_to_int<T>(v);
   }
 }
 
@@ -55,7 +92,8 @@ template <class T> T negate(T x) {
 // dropped and neighbouring axes merged wherever every operand is contiguous across
 // them, so within a row each operand advances by its inner stride (1, or 0 when
 // broadcast).
-template <size_t K> class Broadcast {
+template <size_t K>
+class Broadcast {
  public:
   Broadcast(const Shape& out, const std::array<const Shape*, K>& in) {
     std::array<std::vector<int64_t>, K> st;
@@ -82,7 +120,8 @@ template <size_t K> class Broadcast {
 
   // Calls run(offsets, pos, n) for the row pieces covering output positions [begin, end):
   // operand k's first element is at offsets[k], the output's at pos.
-  template <class Run> void for_rows(int64_t begin, int64_t end, const Run& run) const {
+  template <class Run>
+  void for_rows(int64_t begin, int64_t end, const Run& run) const {
     if (begin >= end) return;
     const int r = int(dims_.size());
     std::vector<int64_t> idx(r);
@@ -115,7 +154,8 @@ template <size_t K> class Broadcast {
 // o[i] = op(a, b) over n elements with 4-wide (float) or 2-wide (double) vectors; kMode
 // 0: both operands contiguous, 1: a is one value, 2: b is one value. Returns how many
 // elements it did.
-template <int kMode, class T, class Op> int64_t simd_row(const T* a, const T* b, T* o, int64_t n, const Op& op) {
+template <int kMode, class T, class Op>
+int64_t simd_row(const T* a, const T* b, T* o, int64_t n, const Op& op) {
   typedef T V __attribute__((vector_size(16)));
   constexpr int64_t W = sizeof(V) / sizeof(T);
   if (n < W) return 0;
@@ -139,9 +179,12 @@ template <class A, class B, class R, class Op>
 void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, R* o, int64_t n, const Op& op) {
   int64_t i = 0;
   if constexpr (Op::kSimd && std::is_floating_point_v<A> && std::is_same_v<A, B> && std::is_same_v<A, R>) {
-    if (sa == 1 && sb == 1) i = simd_row<0>(a, b, o, n, op);
-    else if (sa == 0 && sb == 1) i = simd_row<1>(a, b, o, n, op);
-    else if (sa == 1 && sb == 0) i = simd_row<2>(a, b, o, n, op);
+    if (sa == 1 && sb == 1)
+      i = simd_row<0>(a, b, o, n, op);
+    else if (sa == 0 && sb == 1)
+      i = simd_row<1>(a, b, o, n, op);
+    else if (sa == 1 && sb == 0)
+      i = simd_row<2>(a, b, o, n, op);
   }
   if (sa == 1 && sb == 1) {
     for (; i < n; i++) o[i] = op(a[i], b[i]);
@@ -168,7 +211,8 @@ void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out,
   int64_t sb = b.numel() == n ? 1 : b.numel() == 1 ? 0 : -1;
   if (sa >= 0 && sb >= 0) {
     pool.parallel_for(
-        n, [&](int64_t lo, int64_t hi) { binary_row(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, op); },
+        n,
+        [&](int64_t lo, int64_t hi) { binary_row(pa + lo * sa, sa, pb + lo * sb, sb, po + lo, hi - lo, op); },
         kGrain);
     return;
   }
@@ -193,19 +237,22 @@ void unary_map(ThreadPool& pool, const Tensor& x, Tensor& y, const F& f, int64_t
   const T* px = x.data<T>();
   R* py = y.data<R>();
   pool.parallel_for(
-      x.numel(), [&](int64_t lo, int64_t hi) {
+      x.numel(),
+      [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; i++) py[i] = f(px[i]);
       },
       grain);
 }
 
 // f is a template lambda []<class T>(T x) -> T.
-template <class F> void unary_float(KernelContext& ctx, const F& f) {
+template <class F>
+void unary_float(KernelContext& ctx, const F& f) {
   dispatch_float(ctx.input(0).dtype(),
                  [&]<class T>() { unary_map<T, T>(ctx.pool, ctx.input(0), ctx.output(0), f, kGrainMath); });
 }
 
-template <class F> void unary_numeric(KernelContext& ctx, const F& f) {
+template <class F>
+void unary_numeric(KernelContext& ctx, const F& f) {
   dispatch_numeric(ctx.input(0).dtype(),
                    [&]<class T>() { unary_map<T, T>(ctx.pool, ctx.input(0), ctx.output(0), f, kGrain); });
 }
@@ -284,9 +331,10 @@ inline f32x4 erf_f32x4(f32x4 x) {
   return x * p / q;
 }
 
-// y = vf(x) over float32 tensors; vf must be a lambda to be inlined. The tail is padded into one more vector so every
-// element goes through the same code whatever its position.
-template <class VF> void map_f32x4(ThreadPool& pool, const Tensor& x, Tensor& y, const VF& vf) {
+// y = vf(x) over float32 tensors; vf must be a lambda to be inlined. The tail is padded
+// into one more vector so every element goes through the same code whatever its position.
+template <class VF>
+void map_f32x4(ThreadPool& pool, const Tensor& x, Tensor& y, const VF& vf) {
   const float* px = x.data<float>();
   float* py = y.data<float>();
   pool.parallel_for(
@@ -311,23 +359,29 @@ template <class VF> void map_f32x4(ThreadPool& pool, const Tensor& x, Tensor& y,
 
 // A unary op with a float32 vector form vf (a lambda, so that it inlines); float64 uses
 // the scalar form f.
-template <class VF, class F> void unary_math(KernelContext& ctx, const VF& vf, const F& f) {
+template <class VF, class F>
+void unary_math(KernelContext& ctx, const VF& vf, const F& f) {
   if (ctx.input(0).dtype() == DType::f32) return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), vf);
   unary_float(ctx, f);
 }
 
-template <class T> T sigmoid(T x) {
+template <class T>
+T sigmoid(T x) {
   if (x >= 0) return T(1) / (T(1) + std::exp(-x));
   T e = std::exp(x);
   return e / (T(1) + e);
 }
 
 // log(1 + exp(x)) without overflow for large x.
-template <class T> T softplus(T x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+template <class T>
+T softplus(T x) {
+  return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
 
 void k_is_nan(KernelContext& ctx) {
   dispatch_float(ctx.input(0).dtype(), [&]<class T>() {
-    unary_map<T, bool>(ctx.pool, ctx.input(0), ctx.output(0), [](T x) { return std::isnan(x); }, kGrain);
+    unary_map<T, bool>(
+        ctx.pool, ctx.input(0), ctx.output(0), [](T x) { return std::isnan(x); }, kGrain);
   });
 }
 
@@ -336,17 +390,19 @@ void k_is_inf(KernelContext& ctx) {
   const bool pos = ctx.node.attr_int("detect_positive", 1) != 0;
   dispatch_float(ctx.input(0).dtype(), [&]<class T>() {
     unary_map<T, bool>(
-        ctx.pool, ctx.input(0), ctx.output(0),
-        [=](T x) { return std::isinf(x) && (x > 0 ? pos : neg); }, kGrain);
+        ctx.pool, ctx.input(0), ctx.output(0), [=](T x) { return std::isinf(x) && (x > 0 ? pos : neg); },
+        kGrain);
   });
 }
 
 void k_not(KernelContext& ctx) {
-  unary_map<bool, bool>(ctx.pool, ctx.input(0), ctx.output(0), [](bool x) { return !x; }, kGrain);
+  unary_map<bool, bool>(
+      ctx.pool, ctx.input(0), ctx.output(0), [](bool x) { return !x; }, kGrain);
 }
 
 void k_erf(KernelContext& ctx) {
-  if (ctx.input(0).dtype() == DType::f32) return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), [](f32x4 v) { return erf_f32x4(v); });
+  if (ctx.input(0).dtype() == DType::f32)
+    return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), [](f32x4 v) { return erf_f32x4(v); });
   // Integer inputs are allowed by the spec: compute in double, convert back.
   dispatch_numeric(ctx.input(0).dtype(), [&]<class T>() {
     unary_map<T, T>(
@@ -395,7 +451,10 @@ void k_celu(KernelContext& ctx) {
 }
 
 // Clamps to [0, 1] letting NaN through.
-template <class T> T clamp01(T v) { return v < 0 ? T(0) : v > 1 ? T(1) : v; }
+template <class T>
+T clamp01(T v) {
+  return v < 0 ? T(0) : v > 1 ? T(1) : v;
+}
 
 void k_hard_sigmoid(KernelContext& ctx) {
   const float alpha = ctx.node.attr_float("alpha", 0.2f), beta = ctx.node.attr_float("beta", 0.5f);
@@ -414,7 +473,7 @@ void k_shrink(KernelContext& ctx) {
         ctx.pool, ctx.input(0), ctx.output(0),
         [=](T x) {
           double v = double(x);
-          return v < -lambd ? T(v + bias) : v > lambd ? T(v - bias) : T(0);
+          return v < -lambd ? from_double<T>(v + bias) : v > lambd ? from_double<T>(v - bias) : T(0);
         },
         kGrain);
   });
@@ -450,7 +509,8 @@ void k_clip(KernelContext& ctx) {
 
 struct AddOp {
   static constexpr bool kSimd = true;
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       return T(Wrap<T>(a) + Wrap<T>(b));
     } else {
@@ -461,7 +521,8 @@ struct AddOp {
 
 struct SubOp {
   static constexpr bool kSimd = true;
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       return T(Wrap<T>(a) - Wrap<T>(b));
     } else {
@@ -472,7 +533,8 @@ struct SubOp {
 
 struct MulOp {
   static constexpr bool kSimd = true;
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
       return T(Wrap<T>(a) * Wrap<T>(b));
     } else {
@@ -484,7 +546,8 @@ struct MulOp {
 // Integer division truncates toward zero; the kernel rejects zero divisors beforehand.
 struct DivOp {
   static constexpr bool kSimd = true;
-  template <class T> T operator()(T a, T b) const {
+  template <class T>
+  T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
       return b == T(-1) ? negate(a) : T(a / b);  // INT_MIN / -1 traps on x86
     } else {
@@ -496,36 +559,51 @@ struct DivOp {
 // Max/Min propagate NaN like NumPy's maximum/minimum.
 struct MaxOp {
   static constexpr bool kSimd = false;
-  template <class T> T operator()(T a, T b) const { return (a > b || is_nan(a)) ? a : b; }
+  template <class T>
+  T operator()(T a, T b) const {
+    return (a > b || is_nan(a)) ? a : b;
+  }
 };
 
 struct MinOp {
   static constexpr bool kSimd = false;
-  template <class T> T operator()(T a, T b) const { return (a < b || is_nan(a)) ? a : b; }
+  template <class T>
+  T operator()(T a, T b) const {
+    return (a < b || is_nan(a)) ? a : b;
+  }
 };
 
 // Wraps a lambda as a binary operator without a vector form.
-template <class F> struct Scalar {
+template <class F>
+struct Scalar {
   static constexpr bool kSimd = false;
   F f;
-  template <class A, class B> auto operator()(A a, B b) const { return f(a, b); }
+  template <class A, class B>
+  auto operator()(A a, B b) const {
+    return f(a, b);
+  }
 };
-template <class F> Scalar(F) -> Scalar<F>;
+template <class F>
+Scalar(F) -> Scalar<F>;
 
-template <class T> void check_no_zero_divisor(const Tensor& b, const char* what) {
+template <class T>
+void check_no_zero_divisor(const Tensor& b, const char* what) {
   const T* p = b.data<T>();
   for (int64_t i = 0; i < b.numel(); i++)
     if (p[i] == T(0)) fail("integer ", what, " by zero (the divisor is 0 at flat index ", i, ")");
 }
 
-template <class Op> void k_arith(KernelContext& ctx) {
+template <class Op>
+void k_arith(KernelContext& ctx) {
   dispatch_numeric(ctx.output(0).dtype(), [&]<class T>() {
-    if constexpr (std::is_integral_v<T> && std::is_same_v<Op, DivOp>) check_no_zero_divisor<T>(ctx.input(1), "division");
+    if constexpr (std::is_integral_v<T> && std::is_same_v<Op, DivOp>)
+      check_no_zero_divisor<T>(ctx.input(1), "division");
     binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Op{});
   });
 }
 
-template <class T> T int_mod(T a, T b, bool fmod) {
+template <class T>
+T int_mod(T a, T b, bool fmod) {
   if constexpr (std::is_signed_v<T>) {
     if (b == T(-1)) return T(0);  // INT_MIN % -1 traps on x86
     T r = T(a % b);
@@ -552,7 +630,8 @@ void k_mod(KernelContext& ctx) {
 }
 
 // Integer exponents: exact, wrapping on overflow; negative ones truncate 1/a^n toward 0.
-template <class A, class B> A int_pow(A a, B b) {
+template <class A, class B>
+A int_pow(A a, B b) {
   if (is_negative(b)) {
     if (a == A(1)) return A(1);
     if constexpr (std::is_signed_v<A>) {
@@ -568,13 +647,14 @@ template <class A, class B> A int_pow(A a, B b) {
   return A(result);
 }
 
-template <class A, class B> A pow_value(A a, B b) {
+template <class A, class B>
+A pow_value(A a, B b) {
   if constexpr (std::is_same_v<A, float> && std::is_same_v<B, float>) {
     return std::pow(a, b);
   } else if constexpr (std::is_integral_v<A> && std::is_integral_v<B>) {
     return int_pow(a, b);
   } else {
-    return A(std::pow(double(a), double(b)));
+    return from_double<A>(std::pow(double(a), double(b)));
   }
 }
 
@@ -586,19 +666,26 @@ void k_pow(KernelContext& ctx) {
       if constexpr (std::is_floating_point_v<A>) {
         // x^2 (variance in decomposed LayerNorm) is worth a multiply instead of pow().
         if (expo.numel() == 1 && double(expo.data<B>()[0]) == 2.0) {
-          unary_map<A, A>(ctx.pool, base, ctx.output(0), [](A x) { return x * x; }, kGrain);
+          unary_map<A, A>(
+              ctx.pool, base, ctx.output(0), [](A x) { return x * x; }, kGrain);
           return;
         }
       }
-      binary_map<A, B, A>(ctx.pool, base, expo, ctx.output(0), Scalar{[](A a, B b) { return pow_value(a, b); }});
+      binary_map<A, B, A>(ctx.pool, base, expo, ctx.output(0),
+                          Scalar{[](A a, B b) { return pow_value(a, b); }});
     });
   };
   switch (base.dtype()) {
-    case DType::f32: return with_base.template operator()<float>();
-    case DType::f64: return with_base.template operator()<double>();
-    case DType::i32: return with_base.template operator()<int32_t>();
-    case DType::i64: return with_base.template operator()<int64_t>();
-    default: unsupported("Pow with a base of type ", dtype_name(base.dtype()));
+    case DType::f32:
+      return with_base.template operator()<float>();
+    case DType::f64:
+      return with_base.template operator()<double>();
+    case DType::i32:
+      return with_base.template operator()<int32_t>();
+    case DType::i64:
+      return with_base.template operator()<int64_t>();
+    default:
+      unsupported("Pow with a base of type ", dtype_name(base.dtype()));
   }
 }
 
@@ -624,18 +711,21 @@ void k_prelu(KernelContext& ctx) {
   });
 }
 
-template <class F> void compare(KernelContext& ctx, const F& f) {
+template <class F>
+void compare(KernelContext& ctx, const F& f) {
   dispatch_all(ctx.input(0).dtype(), [&]<class T>() {
     binary_map<T, T, bool>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Scalar{f});
   });
 }
 
-template <class F> void logical(KernelContext& ctx, const F& f) {
+template <class F>
+void logical(KernelContext& ctx, const F& f) {
   binary_map<bool, bool, bool>(ctx.pool, ctx.input(0), ctx.input(1), ctx.output(0), Scalar{f});
 }
 
 // Max, Min, Sum, Mean: folds the inputs into the output, each broadcast to its shape.
-template <class Op, bool kMean = false> void k_variadic(KernelContext& ctx) {
+template <class Op, bool kMean = false>
+void k_variadic(KernelContext& ctx) {
   Tensor& out = ctx.output(0);
   const size_t n = ctx.input_count();
   dispatch_numeric(out.dtype(), [&]<class T>() {
@@ -645,7 +735,9 @@ template <class Op, bool kMean = false> void k_variadic(KernelContext& ctx) {
     }
     binary_map<T, T, T>(ctx.pool, ctx.input(0), ctx.input(1), out, Op{});
     for (size_t i = 2; i < n; i++) binary_map<T, T, T>(ctx.pool, out, ctx.input(i), out, Op{});
-    if constexpr (kMean) unary_map<T, T>(ctx.pool, out, out, [=](T v) { return T(v / T(n)); }, kGrain);
+    if constexpr (kMean)
+      unary_map<T, T>(
+          ctx.pool, out, out, [=](T v) { return T(v / T(n)); }, kGrain);
   });
 }
 
@@ -676,11 +768,16 @@ void k_where(KernelContext& ctx) {
         kGrain);
   };
   switch (dtype_size(out.dtype())) {
-    case 1: return run.template operator()<uint8_t>();
-    case 2: return run.template operator()<uint16_t>();
-    case 4: return run.template operator()<uint32_t>();
-    case 8: return run.template operator()<uint64_t>();
-    default: unsupported("Where on ", dtype_name(out.dtype()));
+    case 1:
+      return run.template operator()<uint8_t>();
+    case 2:
+      return run.template operator()<uint16_t>();
+    case 4:
+      return run.template operator()<uint32_t>();
+    case 8:
+      return run.template operator()<uint64_t>();
+    default:
+      unsupported("Where on ", dtype_name(out.dtype()));
   }
 }
 
@@ -688,11 +785,15 @@ void k_where(KernelContext& ctx) {
 // Cast
 
 // Every storage type, half types included.
-template <class F> decltype(auto) dispatch_storage(DType t, F&& f) {
+template <class F>
+decltype(auto) dispatch_storage(DType t, F&& f) {
   switch (t) {
-    case DType::f16: return f.template operator()<half_t>();
-    case DType::bf16: return f.template operator()<bf16_t>();
-    default: return dispatch_all(t, std::forward<F>(f));
+    case DType::f16:
+      return f.template operator()<half_t>();
+    case DType::bf16:
+      return f.template operator()<bf16_t>();
+    default:
+      return dispatch_all(t, std::forward<F>(f));
   }
 }
 
@@ -704,8 +805,8 @@ uint16_t float_to_bf16_truncated(float f) {
   return uint16_t(u >> 16);
 }
 
-// Float to integer conversion is C++'s static_cast, as in NumPy's astype.
-template <class D, class S> D convert(S s) {
+template <class D, class S>
+D convert(S s) {
   if constexpr (std::is_same_v<S, half_t>) {
     return convert<D>(half_to_float(s.bits));
   } else if constexpr (std::is_same_v<S, bf16_t>) {
@@ -716,6 +817,8 @@ template <class D, class S> D convert(S s) {
     return bf16_t{float_to_bf16_truncated(float(s))};
   } else if constexpr (std::is_same_v<D, bool>) {
     return s != S(0);
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    return float_to_int<D>(s);
   } else {
     return static_cast<D>(s);
   }
@@ -734,7 +837,8 @@ void k_cast(KernelContext& ctx) {
       const S* px = static_cast<const S*>(x.raw());
       D* py = static_cast<D*>(y.raw());
       ctx.pool.parallel_for(
-          x.numel(), [&](int64_t lo, int64_t hi) {
+          x.numel(),
+          [&](int64_t lo, int64_t hi) {
             for (int64_t i = lo; i < hi; i++) py[i] = convert<D>(px[i]);
           },
           kGrain);
@@ -760,13 +864,23 @@ void register_elementwise_kernels(CpuKernelTable& t) {
   t["Floor"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::floor(x); }); }};
   t["Ceil"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::ceil(x); }); }};
   // Halves round to even, as the spec asks.
-  t["Round"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::nearbyint(x); }); }};
+  t["Round"] = {
+      [](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::nearbyint(x); }); }};
   t["Sqrt"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sqrt(x); }); }};
-  t["Exp"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return exp_f32x4(v); }, []<class T>(T x) -> T { return std::exp(x); }); }};
+  t["Exp"] = {[](KernelContext& c) {
+    unary_math(
+        c, [](f32x4 v) { return exp_f32x4(v); }, []<class T>(T x) -> T { return std::exp(x); });
+  }};
   t["Log"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::log(x); }); }};
   t["Erf"] = {k_erf};
-  t["Tanh"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return tanh_f32x4(v); }, []<class T>(T x) -> T { return std::tanh(x); }); }};
-  t["Sigmoid"] = {[](KernelContext& c) { unary_math(c, [](f32x4 v) { return sigmoid_f32x4(v); }, []<class T>(T x) -> T { return sigmoid(x); }); }};
+  t["Tanh"] = {[](KernelContext& c) {
+    unary_math(
+        c, [](f32x4 v) { return tanh_f32x4(v); }, []<class T>(T x) -> T { return std::tanh(x); });
+  }};
+  t["Sigmoid"] = {[](KernelContext& c) {
+    unary_math(
+        c, [](f32x4 v) { return sigmoid_f32x4(v); }, []<class T>(T x) -> T { return sigmoid(x); });
+  }};
   t["Sin"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sin(x); }); }};
   t["Cos"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::cos(x); }); }};
   t["Tan"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::tan(x); }); }};
@@ -797,9 +911,8 @@ void register_elementwise_kernels(CpuKernelTable& t) {
   t["Gelu"] = {k_gelu};
   t["ThresholdedRelu"] = {k_thresholded_relu};
   t["Shrink"] = {k_shrink};
-  t["Mish"] = {[](KernelContext& c) {
-    unary_float(c, []<class T>(T x) -> T { return x * std::tanh(softplus(x)); });
-  }};
+  t["Mish"] = {
+      [](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return x * std::tanh(softplus(x)); }); }};
   t["PRelu"] = {k_prelu};
   t["Clip"] = {k_clip};
 

@@ -15,11 +15,14 @@ struct LossView {
   int64_t n, c, d;
 };
 
-LossView loss_view(const Tensor& x) { return {x.dim(0), x.dim(1), x.numel() / std::max<int64_t>(1, x.dim(0) * x.dim(1))}; }
+LossView loss_view(const Tensor& x) {
+  return {x.dim(0), x.dim(1), x.numel() / std::max<int64_t>(1, x.dim(0) * x.dim(1))};
+}
 
 // loss[b, j] = -logp[b, target[b, j], j] * weight[target]; ignored targets count neither
 // towards the loss nor towards the mean's weight sum.
-template <class T> void nll_loss(const KernelContext& ctx, const T* logp, LossView v, Tensor& out) {
+template <class T>
+void nll_loss(const KernelContext& ctx, const T* logp, LossView v, Tensor& out) {
   std::vector<int64_t> target = ctx.input(1).to_int64_vector();
   std::vector<double> weight = ctx.has_input(2) ? ctx.input(2).to_double_vector() : std::vector<double>{};
   std::optional<int64_t> ignore;
@@ -32,8 +35,8 @@ template <class T> void nll_loss(const KernelContext& ctx, const T* logp, LossVi
       int64_t i = b * v.d + j, t = target[size_t(i)];
       double loss = 0, w = 0;
       if (!ignore || t != *ignore) {
-        VLRT_CHECK(t >= 0 && t < v.c, "target value ", t, " at flat index ", i, " is not a class in [0, ", v.c,
-                   ")", ignore ? cat(" nor ignore_index ", *ignore) : std::string());
+        VLRT_CHECK(t >= 0 && t < v.c, "target value ", t, " at flat index ", i, " is not a class in [0, ",
+                   v.c, ")", ignore ? cat(" nor ignore_index ", *ignore) : std::string());
         w = weight.empty() ? 1.0 : weight[size_t(t)];
         loss = -double(logp[(b * v.c + t) * v.d + j]) * w;
       }

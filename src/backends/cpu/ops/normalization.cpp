@@ -1,6 +1,6 @@
 // Normalization and softmax kernels. Statistics are accumulated in double; float32 rows
 // (the transformer hot path: LayerNormalization, Softmax over the last axis) use
-// 4-wide vector code and a polynomial exp.
+// 8-wide vector code and a polynomial exp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -16,14 +16,9 @@ namespace {
 
 // ---- Row helpers: plain templates, with 8-wide vector versions for float32 ----------
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// The baseline build targets x86-64-v2; row loops also get an AVX2/FMA clone chosen at load time.
-#define ROW_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define ROW_KERNEL
-#endif
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-// Vector helpers are always inlined into the clones, so their argument ABI never matters.
+// The vector helpers are always inlined, so the ABI note GCC gives for 32-byte vectors
+// when VLRT_ARCH lacks AVX does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef float v8f __attribute__((vector_size(32)));
@@ -67,13 +62,14 @@ ALWAYS_INLINE v8f exp8(v8f x) {
   return x < lo ? v8f{} : p * scale;
 }
 
-template <class T> T max_of(const T* x, int64_t n) {
+template <class T>
+T max_of(const T* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
   return m;
 }
 
-ROW_KERNEL float max_of(const float* x, int64_t n) {
+float max_of(const float* x, int64_t n) {
   // Four independent maxima hide the compare latency.
   v8f m0 = splat(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
   int64_t i = 0;
@@ -98,13 +94,14 @@ ROW_KERNEL float max_of(const float* x, int64_t n) {
 }
 
 // y = exp(x - shift); returns the sum of y.
-template <class T> double exp_shifted(const T* x, T shift, T* y, int64_t n) {
+template <class T>
+double exp_shifted(const T* x, T shift, T* y, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += (y[i] = std::exp(x[i] - shift));
   return s;
 }
 
-ROW_KERNEL double exp_shifted(const float* x, float shift, float* y, int64_t n) {
+double exp_shifted(const float* x, float shift, float* y, int64_t n) {
   // The terms are positive, so float partial sums over short blocks lose nothing that
   // matters; the blocks are added in double.
   double s = 0;
@@ -127,13 +124,14 @@ ROW_KERNEL double exp_shifted(const float* x, float shift, float* y, int64_t n) 
   return s;
 }
 
-template <class T> double sum_of(const T* x, int64_t n) {
+template <class T>
+double sum_of(const T* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += x[i];
   return s;
 }
 
-ROW_KERNEL double sum_of(const float* x, int64_t n) {
+double sum_of(const float* x, int64_t n) {
   v4d a0{}, a1{};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -146,13 +144,14 @@ ROW_KERNEL double sum_of(const float* x, int64_t n) {
 }
 
 // Sum of (x - mean)^2; two passes keep the variance accurate when |mean| >> stddev.
-template <class T> double sq_dev_sum(const T* x, int64_t n, double mean) {
+template <class T>
+double sq_dev_sum(const T* x, int64_t n, double mean) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += (x[i] - mean) * (x[i] - mean);
   return s;
 }
 
-ROW_KERNEL double sq_dev_sum(const float* x, int64_t n, double mean) {
+double sq_dev_sum(const float* x, int64_t n, double mean) {
   // Rounding the mean to float shifts every difference by the same tiny constant,
   // which changes the sum of squares only at second order.
   float m = float(mean);
@@ -169,23 +168,25 @@ ROW_KERNEL double sq_dev_sum(const float* x, int64_t n, double mean) {
 }
 
 // y = (x - m) * a + d
-template <class T> void affine(const T* x, T m, T a, T d, T* y, int64_t n) {
+template <class T>
+void affine(const T* x, T m, T a, T d, T* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * a + d;
 }
 
-ROW_KERNEL void affine(const float* x, float m, float a, float d, float* y, int64_t n) {
+void affine(const float* x, float m, float a, float d, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) store8(y + i, (load8(x + i) - m) * a + d);
   for (; i < n; i++) y[i] = (x[i] - m) * a + d;
 }
 
 // y = (x - m) * inv * scale + bias, with per-element scale and bias.
-template <class T> void norm_affine(const T* x, T m, T inv, const T* scale, const T* bias, T* y, int64_t n) {
+template <class T>
+void norm_affine(const T* x, T m, T inv, const T* scale, const T* bias, T* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * inv * scale[i] + bias[i];
 }
 
-ROW_KERNEL void norm_affine(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
-                            int64_t n) {
+void norm_affine(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
+                 int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) store8(y + i, (load8(x + i) - m) * inv * load8(scale + i) + load8(bias + i));
   for (; i < n; i++) y[i] = (x[i] - m) * inv * scale[i] + bias[i];
@@ -195,7 +196,8 @@ struct Stats {
   double mean, inv_std;
 };
 
-template <class T> Stats row_stats(const T* x, int64_t n, double eps) {
+template <class T>
+Stats row_stats(const T* x, int64_t n, double eps) {
   double mean = n ? sum_of(x, n) / double(n) : 0.0;
   double var = n ? sq_dev_sum(x, n, mean) / double(n) : 0.0;
   return {mean, 1.0 / std::sqrt(var + eps)};
@@ -236,7 +238,10 @@ bool broadcasts_to(const Shape& from, const Shape& to) {
   return true;
 }
 
-template <class T> std::vector<T> cast_vector(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+template <class T>
+std::vector<T> cast_vector(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 // ---- BatchNormalization ----------------------------------------------------------
 
@@ -276,13 +281,16 @@ void batch_norm_kernel(KernelContext& ctx) {
       var = bvar;
     }
     T* py = ctx.output(0).data<T>();
-    ctx.pool.parallel_for(n * c, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; r++) {
-        int64_t ch = r % c;
-        affine(px + r * spatial, T(mean[ch]), T(scale[ch] / std::sqrt(var[ch] + eps)), T(bias[ch]),
-               py + r * spatial, spatial);
-      }
-    }, grain_for(spatial));
+    ctx.pool.parallel_for(
+        n * c,
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; r++) {
+            int64_t ch = r % c;
+            affine(px + r * spatial, T(mean[ch]), T(scale[ch] / std::sqrt(var[ch] + eps)), T(bias[ch]),
+                   py + r * spatial, spatial);
+          }
+        },
+        grain_for(spatial));
   });
 }
 
@@ -308,53 +316,67 @@ void layer_norm_kernel(KernelContext& ctx) {
   int64_t scale_step = 0, bias_step = 0;
   std::vector<double> scale = expand(1, scale_step);
   std::vector<double> bias = ctx.has_input(2) ? expand(2, bias_step) : std::vector<double>(cols, 0.0);
-  Tensor* mean_out = ctx.has_output(1) ? &ctx.output(1) : nullptr;
-  Tensor* inv_out = ctx.has_output(2) ? &ctx.output(2) : nullptr;
+  std::vector<Stats> stats(ctx.has_output(1) || ctx.has_output(2) ? rows : 0);
   dispatch_float(x.dtype(), [&]<class T>() {
     std::vector<T> s = cast_vector<T>(scale), b = cast_vector<T>(bias);
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    ctx.pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; r++) {
-        const T* xr = px + r * cols;
-        T* yr = py + r * cols;
-        Stats st = row_stats(xr, cols, eps);
-        norm_affine(xr, T(st.mean), T(st.inv_std), s.data() + r * scale_step, b.data() + r * bias_step, yr, cols);
-        for (auto [out, v] : {std::pair{mean_out, st.mean}, std::pair{inv_out, st.inv_std}})
-          if (out) dispatch_float(out->dtype(), [&]<class U>() { out->template data<U>()[r] = U(v); });
-      }
-    }, grain_for(cols));
+    ctx.pool.parallel_for(
+        rows,
+        [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; r++) {
+            const T* xr = px + r * cols;
+            T* yr = py + r * cols;
+            Stats st = row_stats(xr, cols, eps);
+            norm_affine(xr, T(st.mean), T(st.inv_std), s.data() + r * scale_step, b.data() + r * bias_step,
+                        yr, cols);
+            if (!stats.empty()) stats[r] = st;
+          }
+        },
+        grain_for(cols));
   });
+  for (int i = 1; i <= 2; i++) {
+    if (!ctx.has_output(i)) continue;
+    dispatch_float(ctx.output(i).dtype(), [&]<class U>() {
+      U* o = ctx.output(i).data<U>();
+      for (int64_t r = 0; r < rows; r++) o[r] = U(i == 1 ? stats[r].mean : stats[r].inv_std);
+    });
+  }
 }
 
 // ---- InstanceNormalization and GroupNormalization ----------------------------------
 
 // Normalizes n * groups contiguous blocks; channel ch of a block gets scale[ch], bias[ch].
 template <class T>
-void group_norm(KernelContext& ctx, const Tensor& x, Tensor& y, int64_t groups, const std::vector<double>& scale,
-                const std::vector<double>& bias, double eps) {
+void group_norm(KernelContext& ctx, const Tensor& x, Tensor& y, int64_t groups,
+                const std::vector<double>& scale, const std::vector<double>& bias, double eps) {
   int64_t n = x.dim(0), c = x.dim(1), spatial = prod(x.shape(), 2, x.shape().size());
   int64_t cpg = c / groups, block = cpg * spatial;
   const T* px = x.data<T>();
   T* py = y.data<T>();
-  ctx.pool.parallel_for(n * groups, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; blk++) {
-      const T* xb = px + blk * block;
-      T* yb = py + blk * block;
-      Stats st = row_stats(xb, block, eps);
-      for (int64_t k = 0; k < cpg; k++) {
-        int64_t ch = (blk % groups) * cpg + k;
-        affine(xb + k * spatial, T(st.mean), T(scale[ch] * st.inv_std), T(bias[ch]), yb + k * spatial, spatial);
-      }
-    }
-  }, grain_for(block));
+  ctx.pool.parallel_for(
+      n * groups,
+      [&](int64_t b0, int64_t b1) {
+        for (int64_t blk = b0; blk < b1; blk++) {
+          const T* xb = px + blk * block;
+          T* yb = py + blk * block;
+          Stats st = row_stats(xb, block, eps);
+          for (int64_t k = 0; k < cpg; k++) {
+            int64_t ch = (blk % groups) * cpg + k;
+            affine(xb + k * spatial, T(st.mean), T(scale[ch] * st.inv_std), T(bias[ch]), yb + k * spatial,
+                   spatial);
+          }
+        }
+      },
+      grain_for(block));
 }
 
 void instance_norm_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   double eps = ctx.node.attr_float("epsilon", 1e-5f);
   std::vector<double> scale = ctx.input(1).to_double_vector(), bias = ctx.input(2).to_double_vector();
-  dispatch_float(x.dtype(), [&]<class T>() { group_norm<T>(ctx, x, ctx.output(0), x.dim(1), scale, bias, eps); });
+  dispatch_float(x.dtype(),
+                 [&]<class T>() { group_norm<T>(ctx, x, ctx.output(0), x.dim(1), scale, bias, eps); });
 }
 
 void group_norm_kernel(KernelContext& ctx) {
@@ -369,7 +391,8 @@ void group_norm_kernel(KernelContext& ctx) {
     return out;
   };
   std::vector<double> scale = per_channel(ctx.input(1)), bias = per_channel(ctx.input(2));
-  dispatch_float(x.dtype(), [&]<class T>() { group_norm<T>(ctx, x, ctx.output(0), groups, scale, bias, eps); });
+  dispatch_float(x.dtype(),
+                 [&]<class T>() { group_norm<T>(ctx, x, ctx.output(0), groups, scale, bias, eps); });
 }
 
 // ---- Axis-wise ops: [outer, n, inner] views ----------------------------------------
@@ -389,20 +412,23 @@ void lp_norm_kernel(KernelContext& ctx) {
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    ctx.pool.parallel_for(v.outer * v.inner, [&](int64_t s0, int64_t s1) {
-      for (int64_t s = s0; s < s1; s++) {
-        int64_t base = (s / v.inner) * v.n * v.inner + s % v.inner;
-        double norm = 0;
-        for (int64_t i = 0; i < v.n; i++) {
-          double e = px[base + i * v.inner];
-          norm += l1 ? std::abs(e) : e * e;
-        }
-        if (!l1) norm = std::sqrt(norm);
-        // The spec defines a zero norm to give zeros rather than NaN.
-        T k = norm == 0 ? T(0) : T(1.0 / norm);
-        for (int64_t i = 0; i < v.n; i++) py[base + i * v.inner] = px[base + i * v.inner] * k;
-      }
-    }, grain_for(v.n));
+    ctx.pool.parallel_for(
+        v.outer * v.inner,
+        [&](int64_t s0, int64_t s1) {
+          for (int64_t s = s0; s < s1; s++) {
+            int64_t base = (s / v.inner) * v.n * v.inner + s % v.inner;
+            double norm = 0;
+            for (int64_t i = 0; i < v.n; i++) {
+              double e = px[base + i * v.inner];
+              norm += l1 ? std::abs(e) : e * e;
+            }
+            if (!l1) norm = std::sqrt(norm);
+            // The spec defines a zero norm to give zeros rather than NaN.
+            T k = norm == 0 ? T(0) : T(1.0 / norm);
+            for (int64_t i = 0; i < v.n; i++) py[base + i * v.inner] = px[base + i * v.inner] * k;
+          }
+        },
+        grain_for(v.n));
   });
 }
 
@@ -434,13 +460,13 @@ void mvn_kernel(KernelContext& ctx) {
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    std::vector<double> mean(slots, 0.0), var(slots, 0.0);
+    std::vector<double> mean(slots, 0.0), inv(slots, 0.0);
     for (int64_t i = 0; i < total; i++) mean[slot[i]] += px[i];
     for (double& m : mean) m /= count;
-    for (int64_t i = 0; i < total; i++) var[slot[i]] += (px[i] - mean[slot[i]]) * (px[i] - mean[slot[i]]);
+    for (int64_t i = 0; i < total; i++) inv[slot[i]] += (px[i] - mean[slot[i]]) * (px[i] - mean[slot[i]]);
     // The spec's function body adds epsilon 1e-9 to the standard deviation, not the variance.
-    for (double& s : var) s = 1.0 / (std::sqrt(s / count) + 1e-9);
-    for (int64_t i = 0; i < total; i++) py[i] = T((px[i] - mean[slot[i]]) * var[slot[i]]);
+    for (double& v : inv) v = 1.0 / (std::sqrt(v / count) + 1e-9);
+    for (int64_t i = 0; i < total; i++) py[i] = T((px[i] - mean[slot[i]]) * inv[slot[i]]);
   });
 }
 
@@ -454,20 +480,24 @@ void lrn_kernel(KernelContext& ctx) {
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    ctx.pool.parallel_for(n * c, [&](int64_t r0, int64_t r1) {
-      std::vector<double> sq(spatial);
-      for (int64_t r = r0; r < r1; r++) {
-        int64_t b = r / c, ch = r % c;
-        std::fill(sq.begin(), sq.end(), 0.0);
-        for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); k++) {
-          const T* xk = px + (b * c + k) * spatial;
-          for (int64_t i = 0; i < spatial; i++) sq[i] += double(xk[i]) * xk[i];
-        }
-        const T* xr = px + r * spatial;
-        T* yr = py + r * spatial;
-        for (int64_t i = 0; i < spatial; i++) yr[i] = T(xr[i] / std::pow(bias + alpha / size * sq[i], beta));
-      }
-    }, grain_for(spatial * size));
+    ctx.pool.parallel_for(
+        n * c,
+        [&](int64_t r0, int64_t r1) {
+          std::vector<double> sq(spatial);
+          for (int64_t r = r0; r < r1; r++) {
+            int64_t b = r / c, ch = r % c;
+            std::fill(sq.begin(), sq.end(), 0.0);
+            for (int64_t k = std::max<int64_t>(0, ch - before); k <= std::min(c - 1, ch + after); k++) {
+              const T* xk = px + (b * c + k) * spatial;
+              for (int64_t i = 0; i < spatial; i++) sq[i] += double(xk[i]) * xk[i];
+            }
+            const T* xr = px + r * spatial;
+            T* yr = py + r * spatial;
+            for (int64_t i = 0; i < spatial; i++)
+              yr[i] = T(xr[i] / std::pow(bias + alpha / size * sq[i], beta));
+          }
+        },
+        grain_for(spatial * size));
   });
 }
 
@@ -484,7 +514,8 @@ AxisView softmax_view(const KernelContext& ctx, const Shape& s) {
   return {prod(s, 0, axis), prod(s, axis, s.size()), 1};
 }
 
-template <class T> void softmax_row(SoftmaxKind kind, const T* x, T* y, int64_t n) {
+template <class T>
+void softmax_row(SoftmaxKind kind, const T* x, T* y, int64_t n) {
   if (kind == SoftmaxKind::hardmax) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++) best = x[i] > x[best] ? i : best;
@@ -493,13 +524,16 @@ template <class T> void softmax_row(SoftmaxKind kind, const T* x, T* y, int64_t 
   }
   T m = max_of(x, n);
   double sum = exp_shifted(x, m, y, n);
-  if (kind == SoftmaxKind::softmax) affine(y, T(0), T(1.0 / sum), T(0), y, n);
-  else affine(x, m, T(1), T(-std::log(sum)), y, n);
+  if (kind == SoftmaxKind::softmax)
+    affine(y, T(0), T(1.0 / sum), T(0), y, n);
+  else
+    affine(x, m, T(1), T(-std::log(sum)), y, n);
 }
 
 // Softmax along a strided axis: a block of `w` adjacent columns at a time, so every
 // inner loop stays contiguous.
-template <class T> void softmax_columns(SoftmaxKind kind, const T* x, T* y, int64_t n, int64_t inner, int64_t w) {
+template <class T>
+void softmax_columns(SoftmaxKind kind, const T* x, T* y, int64_t n, int64_t inner, int64_t w) {
   std::vector<T> m(w, -std::numeric_limits<T>::infinity());
   std::vector<double> sum(w, 0.0);
   std::vector<int64_t> best(w, 0);
@@ -533,27 +567,34 @@ template <class T> void softmax_columns(SoftmaxKind kind, const T* x, T* y, int6
   }
 }
 
-template <SoftmaxKind kind> void softmax_kernel(KernelContext& ctx) {
+template <SoftmaxKind kind>
+void softmax_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   AxisView v = softmax_view(ctx, x.shape());
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
     if (v.inner == 1) {
-      ctx.pool.parallel_for(v.outer, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; r++) softmax_row(kind, px + r * v.n, py + r * v.n, v.n);
-      }, grain_for(v.n));
+      ctx.pool.parallel_for(
+          v.outer,
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; r++) softmax_row(kind, px + r * v.n, py + r * v.n, v.n);
+          },
+          grain_for(v.n));
       return;
     }
     const int64_t w = 64;
     int64_t blocks = (v.inner + w - 1) / w;
-    ctx.pool.parallel_for(v.outer * blocks, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; t++) {
-        int64_t o = t / blocks, j0 = (t % blocks) * w;
-        int64_t off = o * v.n * v.inner + j0;
-        softmax_columns(kind, px + off, py + off, v.n, v.inner, std::min(w, v.inner - j0));
-      }
-    }, grain_for(v.n * w));
+    ctx.pool.parallel_for(
+        v.outer * blocks,
+        [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; t++) {
+            int64_t o = t / blocks, j0 = (t % blocks) * w;
+            int64_t off = o * v.n * v.inner + j0;
+            softmax_columns(kind, px + off, py + off, v.n, v.inner, std::min(w, v.inner - j0));
+          }
+        },
+        grain_for(v.n * w));
   });
 }
 

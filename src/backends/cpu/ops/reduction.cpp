@@ -20,29 +20,28 @@ namespace {
 
 // ---- Float32 row loops with 8-wide vectors ------------------------------------------
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// The baseline build targets x86-64-v2; row loops also get an AVX2 clone chosen at load time.
-#define ROW_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define ROW_KERNEL
-#endif
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-// Vector helpers are always inlined into the clones, so their argument ABI never matters.
+// The vector helpers are always inlined, so the ABI note GCC gives for 32-byte vectors
+// when VLRT_ARCH lacks AVX does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v4d __attribute__((vector_size(32)));
 typedef float v8f __attribute__((vector_size(32)));
 
-template <class V> ALWAYS_INLINE V load(const void* p) {
+template <class V>
+ALWAYS_INLINE V load(const void* p) {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-template <class V> ALWAYS_INLINE void store(void* p, V v) { std::memcpy(p, &v, sizeof v); }
+template <class V>
+ALWAYS_INLINE void store(void* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
 ALWAYS_INLINE v4d widen(v4f v) { return __builtin_convertvector(v, v4d); }
 
-ROW_KERNEL double sum_of(const float* x, int64_t n) {
+double sum_of(const float* x, int64_t n) {
   v4d a0{}, a1{};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -56,16 +55,24 @@ ROW_KERNEL double sum_of(const float* x, int64_t n) {
 }
 
 // acc[j] += x[j] in double.
-ROW_KERNEL void add_into(double* acc, const float* x, int64_t n) {
+void add_into(double* acc, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) store(acc + i, load<v4d>(acc + i) + widen(load<v4f>(x + i)));
   for (; i < n; i++) acc[i] += x[i];
 }
 
 // The larger (kMax) or smaller of a and b; NaN in b wins, like the scalar reducer.
-template <bool kMax> ALWAYS_INLINE v8f pick(v8f a, v8f b) { return ((kMax ? b > a : b < a) | (b != b)) ? b : a; }
+template <bool kMax>
+ALWAYS_INLINE v8f pick(v8f a, v8f b) {
+  return ((kMax ? b > a : b < a) | (b != b)) ? b : a;
+}
+template <bool kMax>
+ALWAYS_INLINE float pick(float a, float b) {
+  return (kMax ? b > a : b < a) || std::isnan(b) ? b : a;
+}
 
-template <bool kMax> ALWAYS_INLINE float extreme_of(const float* x, int64_t n) {
+template <bool kMax>
+ALWAYS_INLINE float extreme_of(const float* x, int64_t n) {
   // Four independent accumulators hide the compare latency.
   v8f m0 = v8f{} + (kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
   v8f m1 = m0, m2 = m0, m3 = m0;
@@ -79,37 +86,46 @@ template <bool kMax> ALWAYS_INLINE float extreme_of(const float* x, int64_t n) {
   for (; i + 8 <= n; i += 8) m0 = pick<kMax>(m0, load<v8f>(x + i));
   v8f m = pick<kMax>(pick<kMax>(m0, m1), pick<kMax>(m2, m3));
   float r = m[0];
-  for (int k = 1; k < 8; k++) r = (kMax ? m[k] > r : m[k] < r) || std::isnan(m[k]) ? m[k] : r;
-  for (; i < n; i++) r = (kMax ? x[i] > r : x[i] < r) || std::isnan(x[i]) ? x[i] : r;
+  for (int k = 1; k < 8; k++) r = pick<kMax>(r, m[k]);
+  for (; i < n; i++) r = pick<kMax>(r, x[i]);
   return r;
 }
-ROW_KERNEL float max_of(const float* x, int64_t n) { return extreme_of<true>(x, n); }
-ROW_KERNEL float min_of(const float* x, int64_t n) { return extreme_of<false>(x, n); }
+float max_of(const float* x, int64_t n) { return extreme_of<true>(x, n); }
+float min_of(const float* x, int64_t n) { return extreme_of<false>(x, n); }
 
-template <bool kMax> ALWAYS_INLINE void extreme_into(float* acc, const float* x, int64_t n) {
+template <bool kMax>
+ALWAYS_INLINE void extreme_into(float* acc, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) store(acc + i, pick<kMax>(load<v8f>(acc + i), load<v8f>(x + i)));
-  for (; i < n; i++) acc[i] = (kMax ? x[i] > acc[i] : x[i] < acc[i]) || std::isnan(x[i]) ? x[i] : acc[i];
+  for (; i < n; i++) acc[i] = pick<kMax>(acc[i], x[i]);
 }
-ROW_KERNEL void max_into(float* acc, const float* x, int64_t n) { extreme_into<true>(acc, x, n); }
-ROW_KERNEL void min_into(float* acc, const float* x, int64_t n) { extreme_into<false>(acc, x, n); }
+void max_into(float* acc, const float* x, int64_t n) { extreme_into<true>(acc, x, n); }
+void min_into(float* acc, const float* x, int64_t n) { extreme_into<false>(acc, x, n); }
 
-template <class T> bool is_nan(T x) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(x);
-  else return false;
+template <class T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>)
+    return std::isnan(x);
+  else
+    return false;
 }
 
 // Accumulator: double for floats; for integers uint64, whose wrap-around equals the
 // two's-complement result once cast back to T.
-template <class T> using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+template <class T>
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
-template <class T> double acc_value(Acc<T> a) {
-  if constexpr (std::is_signed_v<T> && !std::is_floating_point_v<T>) return double(int64_t(a));
-  else return double(a);
+template <class T>
+double acc_value(Acc<T> a) {
+  if constexpr (std::is_signed_v<T> && !std::is_floating_point_v<T>)
+    return double(int64_t(a));
+  else
+    return double(a);
 }
 
 // double to T; for integers NaN gives 0 and out-of-range values saturate.
-template <class T> T from_double(double v) {
+template <class T>
+T from_double(double v) {
   if constexpr (std::is_floating_point_v<T>) {
     return T(v);
   } else {
@@ -120,13 +136,16 @@ template <class T> T from_double(double v) {
   }
 }
 
-int64_t grain_for(int64_t work_per_item) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_item, 1)); }
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_item, 1));
+}
 
 // ---- Reduce* ------------------------------------------------------------------------
 
 enum class RK { sum, mean, max, min, prod, l1, l2, log_sum, log_sum_exp, sum_square };
 
-template <class T, RK K> struct Reducer {
+template <class T, RK K>
+struct Reducer {
   using A = std::conditional_t<K == RK::max || K == RK::min, T,
                                std::conditional_t<K == RK::log_sum_exp, double, Acc<T>>>;
   int64_t count = 0;         // elements reduced into each output
@@ -134,10 +153,14 @@ template <class T, RK K> struct Reducer {
 
   A init() const {
     using L = std::numeric_limits<T>;
-    if constexpr (K == RK::max) return L::has_infinity ? -L::infinity() : L::lowest();
-    else if constexpr (K == RK::min) return L::has_infinity ? L::infinity() : L::max();
-    else if constexpr (K == RK::prod) return A(1);
-    else return A(0);
+    if constexpr (K == RK::max)
+      return L::has_infinity ? -L::infinity() : L::lowest();
+    else if constexpr (K == RK::min)
+      return L::has_infinity ? L::infinity() : L::max();
+    else if constexpr (K == RK::prod)
+      return A(1);
+    else
+      return A(0);
   }
   void add(A& a, T x, int64_t o) const {
     if constexpr (K == RK::max) {
@@ -147,8 +170,10 @@ template <class T, RK K> struct Reducer {
     } else if constexpr (K == RK::prod) {
       a *= A(x);
     } else if constexpr (K == RK::l1) {
-      if constexpr (std::is_signed_v<T>) a += x < 0 ? A(0) - A(x) : A(x);
-      else a += A(x);
+      if constexpr (std::is_signed_v<T>)
+        a += x < 0 ? A(0) - A(x) : A(x);
+      else
+        a += A(x);
     } else if constexpr (K == RK::l2 || K == RK::sum_square) {
       a += A(x) * A(x);
     } else if constexpr (K == RK::log_sum_exp) {
@@ -161,10 +186,14 @@ template <class T, RK K> struct Reducer {
     if constexpr (K == RK::max || K == RK::min) {
       return a;
     } else if constexpr (K == RK::mean) {
-      if constexpr (std::is_floating_point_v<T>) return T(a / double(count));
-      else if (count == 0) return T(0);
-      else if constexpr (std::is_signed_v<T>) return T(int64_t(a) / count);
-      else return T(a / uint64_t(count));
+      if constexpr (std::is_floating_point_v<T>)
+        return T(a / double(count));
+      else if (count == 0)
+        return T(0);
+      else if constexpr (std::is_signed_v<T>)
+        return T(int64_t(a) / count);
+      else
+        return T(a / uint64_t(count));
     } else if constexpr (K == RK::l2) {
       return from_double<T>(std::sqrt(acc_value<T>(a)));
     } else if constexpr (K == RK::log_sum) {
@@ -226,25 +255,32 @@ std::vector<int64_t> run_offsets(const Runs& r, bool reduced) {
 }
 
 template <class T, RK K>
-void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64_t outputs, ThreadPool& pool) {
+void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64_t outputs,
+                 ThreadPool& pool) {
   using A = typename Reducer<T, K>::A;
   size_t nd = r.dims.size();
   int64_t red = op.count;
   // [kept?, reduced], or nothing left to reduce: each output folds one contiguous row.
   bool any_reduced = std::find(r.reduced.begin(), r.reduced.end(), true) != r.reduced.end();
   if (!any_reduced || (nd <= 2 && r.reduced.back())) {
-    pool.parallel_for(outputs, [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; o++) {
-        const T* row = x + o * red;
-        A a = op.init();
-        if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean)) a = sum_of(row, red);
-        else if constexpr (std::is_same_v<T, float> && K == RK::max) a = max_of(row, red);
-        else if constexpr (std::is_same_v<T, float> && K == RK::min) a = min_of(row, red);
-        else
-          for (int64_t i = 0; i < red; i++) op.add(a, row[i], o);
-        y[o] = op.fin(a, o);
-      }
-    }, grain_for(red));
+    pool.parallel_for(
+        outputs,
+        [&](int64_t o0, int64_t o1) {
+          for (int64_t o = o0; o < o1; o++) {
+            const T* row = x + o * red;
+            A a = op.init();
+            if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean))
+              a = sum_of(row, red);
+            else if constexpr (std::is_same_v<T, float> && K == RK::max)
+              a = max_of(row, red);
+            else if constexpr (std::is_same_v<T, float> && K == RK::min)
+              a = min_of(row, red);
+            else
+              for (int64_t i = 0; i < red; i++) op.add(a, row[i], o);
+            y[o] = op.fin(a, o);
+          }
+        },
+        grain_for(red));
     return;
   }
   // [kept?, reduced, kept]: accumulate rows of the trailing block, a column strip at a time.
@@ -253,48 +289,60 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
     int64_t outer = nd == 3 ? r.dims[0] : 1, inner = r.dims.back();
     const int64_t w = 256;
     int64_t strips = (inner + w - 1) / w;
-    pool.parallel_for(outer * strips, [&](int64_t t0, int64_t t1) {
-      std::vector<A> acc(w);
-      for (int64_t t = t0; t < t1; t++) {
-        int64_t o = t / strips, j0 = (t % strips) * w, jn = std::min(w, inner - j0);
-        std::fill(acc.begin(), acc.begin() + jn, op.init());
-        for (int64_t i = 0; i < red; i++) {
-          const T* row = x + (o * red + i) * inner + j0;
-          if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean)) add_into(acc.data(), row, jn);
-          else if constexpr (std::is_same_v<T, float> && K == RK::max) max_into(acc.data(), row, jn);
-          else if constexpr (std::is_same_v<T, float> && K == RK::min) min_into(acc.data(), row, jn);
-          else
-            for (int64_t j = 0; j < jn; j++) op.add(acc[j], row[j], o * inner + j0 + j);
-        }
-        for (int64_t j = 0; j < jn; j++) y[o * inner + j0 + j] = op.fin(acc[j], o * inner + j0 + j);
-      }
-    }, grain_for(red * w));
+    pool.parallel_for(
+        outer * strips,
+        [&](int64_t t0, int64_t t1) {
+          std::vector<A> acc(w);
+          for (int64_t t = t0; t < t1; t++) {
+            int64_t o = t / strips, j0 = (t % strips) * w, jn = std::min(w, inner - j0);
+            std::fill(acc.begin(), acc.begin() + jn, op.init());
+            for (int64_t i = 0; i < red; i++) {
+              const T* row = x + (o * red + i) * inner + j0;
+              if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean))
+                add_into(acc.data(), row, jn);
+              else if constexpr (std::is_same_v<T, float> && K == RK::max)
+                max_into(acc.data(), row, jn);
+              else if constexpr (std::is_same_v<T, float> && K == RK::min)
+                min_into(acc.data(), row, jn);
+              else
+                for (int64_t j = 0; j < jn; j++) op.add(acc[j], row[j], o * inner + j0 + j);
+            }
+            for (int64_t j = 0; j < jn; j++) y[o * inner + j0 + j] = op.fin(acc[j], o * inner + j0 + j);
+          }
+        },
+        grain_for(red * w));
     return;
   }
   std::vector<int64_t> kept_off = run_offsets(r, false), red_off = run_offsets(r, true);
-  pool.parallel_for(outputs, [&](int64_t o0, int64_t o1) {
-    for (int64_t o = o0; o < o1; o++) {
-      const T* base = x + kept_off[size_t(o)];
-      A a = op.init();
-      for (int64_t off : red_off) op.add(a, base[off], o);
-      y[o] = op.fin(a, o);
-    }
-  }, grain_for(red));
+  pool.parallel_for(
+      outputs,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; o++) {
+          const T* base = x + kept_off[size_t(o)];
+          A a = op.init();
+          for (int64_t off : red_off) op.add(a, base[off], o);
+          y[o] = op.fin(a, o);
+        }
+      },
+      grain_for(red));
 }
 
 std::vector<bool> reduced_axes(const KernelContext& ctx, size_t rank) {
   const Node& node = ctx.node;
   bool from_input = ctx.opset >= (node.op_type == "ReduceSum" ? 13 : 18);
   std::vector<int64_t> axes;
-  if (!from_input) axes = node.attr_ints("axes");
-  else if (ctx.has_input(1)) axes = ctx.input(1).to_int64_vector();
+  if (!from_input)
+    axes = node.attr_ints("axes");
+  else if (ctx.has_input(1))
+    axes = ctx.input(1).to_int64_vector();
   bool noop = from_input && node.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<bool> mask(rank, axes.empty() && !noop);
-  for (int64_t a : axes) mask[size_t(a < 0 ? a + int64_t(rank) : a)] = true;
+  for (int64_t a : axes) mask[size_t(normalize_axis(a, int64_t(rank)))] = true;
   return mask;
 }
 
-template <RK K> void reduce_kernel(KernelContext& ctx) {
+template <RK K>
+void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   std::vector<bool> mask = reduced_axes(ctx, size_t(x.rank()));
@@ -329,52 +377,61 @@ struct AxisView {
 AxisView axis_view(const Shape& s, int64_t axis) {
   AxisView v;
   for (int64_t d = 0; d < int64_t(s.size()); d++) {
-    if (d < axis) v.outer *= s[d];
-    else if (d == axis) v.n = s[d];
-    else v.inner *= s[d];
+    if (d < axis)
+      v.outer *= s[d];
+    else if (d == axis)
+      v.n = s[d];
+    else
+      v.inner *= s[d];
   }
   return v;
 }
 
 // Whether x replaces the current best b. NaN wins like in NumPy; with `last` ties go
 // to the later index.
-template <class T> bool beats(T x, T b, bool max, bool last) {
+template <class T>
+bool beats(T x, T b, bool max, bool last) {
   if (is_nan(b)) return last && is_nan(x);
   if (is_nan(x)) return true;
   if (last && x == b) return true;
   return max ? x > b : x < b;
 }
 
-template <bool kMax> void arg_kernel(KernelContext& ctx) {
+template <bool kMax>
+void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   AxisView v = axis_view(x.shape(), normalize_axis(ctx.node.attr_int("axis", 0), x.rank()));
   bool last = ctx.opset >= 12 && ctx.node.attr_int("select_last_index", 0) != 0;
   int64_t* py = ctx.output(0).data<int64_t>();
   dispatch_numeric(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
-    ctx.pool.parallel_for(v.outer, [&](int64_t o0, int64_t o1) {
-      std::vector<T> best(v.inner);
-      for (int64_t o = o0; o < o1; o++) {
-        const T* xo = px + o * v.n * v.inner;
-        int64_t* yo = py + o * v.inner;
-        std::copy(xo, xo + v.inner, best.begin());
-        std::fill(yo, yo + v.inner, 0);
-        for (int64_t i = 1; i < v.n; i++) {
-          const T* row = xo + i * v.inner;
-          for (int64_t j = 0; j < v.inner; j++) {
-            if (beats(row[j], best[j], kMax, last)) {
-              best[j] = row[j];
-              yo[j] = i;
+    ctx.pool.parallel_for(
+        v.outer,
+        [&](int64_t o0, int64_t o1) {
+          std::vector<T> best(v.inner);
+          for (int64_t o = o0; o < o1; o++) {
+            const T* xo = px + o * v.n * v.inner;
+            int64_t* yo = py + o * v.inner;
+            std::copy(xo, xo + v.inner, best.begin());
+            std::fill(yo, yo + v.inner, 0);
+            for (int64_t i = 1; i < v.n; i++) {
+              const T* row = xo + i * v.inner;
+              for (int64_t j = 0; j < v.inner; j++) {
+                if (beats(row[j], best[j], kMax, last)) {
+                  best[j] = row[j];
+                  yo[j] = i;
+                }
+              }
             }
           }
-        }
-      }
-    }, grain_for(v.n * v.inner));
+        },
+        grain_for(v.n * v.inner));
   });
 }
 
 // Strict order with NaN above every number, so sorting is well defined.
-template <class T> bool greater(T a, T b) {
+template <class T>
+bool greater(T a, T b) {
   if (is_nan(a)) return !is_nan(b);
   if (is_nan(b)) return false;
   return a > b;
@@ -391,57 +448,63 @@ void topk_kernel(KernelContext& ctx) {
   dispatch_numeric(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* pv = values.data<T>();
-    ctx.pool.parallel_for(v.outer * v.inner, [&](int64_t s0, int64_t s1) {
-      std::vector<T> vals(v.n);
-      std::vector<int64_t> idx(v.n);
-      for (int64_t s = s0; s < s1; s++) {
-        int64_t o = s / v.inner, j = s % v.inner;
-        const T* xs = px + o * v.n * v.inner + j;
-        for (int64_t i = 0; i < v.n; i++) vals[size_t(i)] = xs[i * v.inner];
-        std::iota(idx.begin(), idx.end(), 0);
-        // Equal values keep the lower index first, as the spec requires.
-        auto before = [&](int64_t a, int64_t b) {
-          T va = vals[size_t(a)], vb = vals[size_t(b)];
-          if (largest ? greater(va, vb) : greater(vb, va)) return true;
-          if (largest ? greater(vb, va) : greater(va, vb)) return false;
-          return a < b;
-        };
-        std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
-        int64_t out = o * k * v.inner + j;
-        for (int64_t i = 0; i < k; i++) {
-          pv[out + i * v.inner] = vals[size_t(idx[size_t(i)])];
-          if (pi) pi[out + i * v.inner] = idx[size_t(i)];
-        }
-      }
-    }, grain_for(v.n * 4));
+    ctx.pool.parallel_for(
+        v.outer * v.inner,
+        [&](int64_t s0, int64_t s1) {
+          std::vector<T> vals(v.n);
+          std::vector<int64_t> idx(v.n);
+          for (int64_t s = s0; s < s1; s++) {
+            int64_t o = s / v.inner, j = s % v.inner;
+            const T* xs = px + o * v.n * v.inner + j;
+            for (int64_t i = 0; i < v.n; i++) vals[size_t(i)] = xs[i * v.inner];
+            std::iota(idx.begin(), idx.end(), 0);
+            // Equal values keep the lower index first, as the spec requires.
+            auto before = [&](int64_t a, int64_t b) {
+              T va = vals[size_t(a)], vb = vals[size_t(b)];
+              if (largest ? greater(va, vb) : greater(vb, va)) return true;
+              if (largest ? greater(vb, va) : greater(va, vb)) return false;
+              return a < b;
+            };
+            std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+            int64_t out = o * k * v.inner + j;
+            for (int64_t i = 0; i < k; i++) {
+              pv[out + i * v.inner] = vals[size_t(idx[size_t(i)])];
+              if (pi) pi[out + i * v.inner] = idx[size_t(i)];
+            }
+          }
+        },
+        grain_for(v.n * 4));
   });
 }
 
 void cumsum_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   int64_t axis = ctx.input(1).to_int64_vector().at(0);
-  VLRT_CHECK(x.rank() >= 1 && axis >= -x.rank() && axis < x.rank(), "axis ", axis, " is out of range for rank ",
-             x.rank());
+  VLRT_CHECK(x.rank() >= 1 && axis >= -x.rank() && axis < x.rank(), "axis ", axis,
+             " is out of range for rank ", x.rank());
   AxisView v = axis_view(x.shape(), normalize_axis(axis, x.rank()));
   bool exclusive = ctx.node.attr_int("exclusive", 0) != 0, reverse = ctx.node.attr_int("reverse", 0) != 0;
   dispatch_numeric(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    ctx.pool.parallel_for(v.outer, [&](int64_t o0, int64_t o1) {
-      std::vector<Acc<T>> acc(v.inner);
-      for (int64_t o = o0; o < o1; o++) {
-        std::fill(acc.begin(), acc.end(), Acc<T>(0));
-        for (int64_t step = 0; step < v.n; step++) {
-          int64_t i = reverse ? v.n - 1 - step : step;
-          int64_t off = (o * v.n + i) * v.inner;
-          for (int64_t j = 0; j < v.inner; j++) {
-            if (exclusive) py[off + j] = T(acc[j]);
-            acc[j] += Acc<T>(px[off + j]);
-            if (!exclusive) py[off + j] = T(acc[j]);
+    ctx.pool.parallel_for(
+        v.outer,
+        [&](int64_t o0, int64_t o1) {
+          std::vector<Acc<T>> acc(v.inner);
+          for (int64_t o = o0; o < o1; o++) {
+            std::fill(acc.begin(), acc.end(), Acc<T>(0));
+            for (int64_t step = 0; step < v.n; step++) {
+              int64_t i = reverse ? v.n - 1 - step : step;
+              int64_t off = (o * v.n + i) * v.inner;
+              for (int64_t j = 0; j < v.inner; j++) {
+                if (exclusive) py[off + j] = T(acc[j]);
+                acc[j] += Acc<T>(px[off + j]);
+                if (!exclusive) py[off + j] = T(acc[j]);
+              }
+            }
           }
-        }
-      }
-    }, grain_for(v.n * v.inner));
+        },
+        grain_for(v.n * v.inner));
   });
 }
 

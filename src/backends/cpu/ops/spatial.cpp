@@ -163,19 +163,21 @@ void pool_kernel(KernelContext& ctx) {
               for (int64_t o1 = 0; o1 < g.out[1]; o1++)
                 for (int64_t o2 = 0; o2 < g.out[2]; o2++, oi++) {
                   if constexpr (K == PoolKind::max) {
+                    // Branch-free updates: comparisons of data are unpredictable. NaN is skipped.
                     T best = lowest_value<T>();
-                    int64_t arg = -1;
-                    for_window(g, o0, o1, o2, [&](int64_t i) {
-                      T v = xp[i];
-                      if (v > best) {
-                        best = v;
-                        arg = i;
-                      } else if (arg < 0 && v == v) {  // the first value equal to the initial lowest
-                        arg = i;
-                      }
-                    });
-                    yd[oi] = best;
-                    if (ind) {
+                    if (!ind) {
+                      for_window(g, o0, o1, o2, [&](int64_t i) { best = xp[i] > best ? xp[i] : best; });
+                      yd[oi] = best;
+                    } else {
+                      int64_t arg = -1, first = -1;
+                      for_window(g, o0, o1, o2, [&](int64_t i) {
+                        bool gt = xp[i] > best;
+                        best = gt ? xp[i] : best;
+                        arg = gt ? i : arg;
+                        first = first < 0 ? i : first;
+                      });
+                      yd[oi] = best;
+                      if (arg < 0) arg = first;  // every value was the lowest or NaN
                       int64_t id = arg;
                       if (arg >= 0 && col_major) {
                         int64_t i0 = arg / (g.in[1] * g.in[2]), i1 = arg / g.in[2] % g.in[1],
@@ -357,6 +359,15 @@ ResizeAxis resize_axis(const ResizeSpec& sp, int64_t in, int64_t out, double sca
   ResizeAxis ax;
   ax.in = in;
   ax.out = out;
+  // Like the reference, an unscaled axis is left alone whatever the mode (tf_half_pixel_for_nn would shift
+  // it).
+  if (scale == 1 && in == out && (sp.ctm != "tf_crop_and_resize" || (roi_lo == 0 && roi_hi == 1))) {
+    for (int64_t o = 0; o < out; o++) ax.idx.push_back(o);
+    ax.w.assign(out, 1.0);
+    ax.outside.assign(out, 0);
+    ax.identity = true;
+    return ax;
+  }
   bool nearest = sp.mode == "nearest", cubic = sp.mode == "cubic";
   // Antialiasing stretches the filter by 1/scale when downsampling; the taps follow the ONNX reference.
   double fscale = !nearest && sp.antialias ? std::min(scale, 1.0) : 1.0;
@@ -398,18 +409,6 @@ ResizeAxis resize_axis(const ResizeSpec& sp, int64_t in, int64_t out, double sca
     }
     if ((sp.antialias || sp.exclude_outside) && sum != 0)
       for (int64_t t = 0; t < k; t++) w[t] /= sum;
-  }
-  // An axis that maps every position onto itself with weight 1 is skipped by the resampling paths.
-  ax.identity = in == out;
-  for (int64_t o = 0; o < out && ax.identity; o++) {
-    double self = 0;
-    for (int64_t t = 0; t < k; t++) {
-      if (ax.idx[o * k + t] == o)
-        self += ax.w[o * k + t];
-      else if (ax.w[o * k + t] != 0)
-        ax.identity = false;
-    }
-    ax.identity = ax.identity && !ax.outside[o] && self == 1;
   }
   return ax;
 }
@@ -489,11 +488,14 @@ void resize_gather(KernelContext& ctx, const std::vector<ResizeAxis>& plan, T ex
   int64_t rank = x.rank();
   std::vector<int64_t> stride = contiguous_strides(x.shape());
   const ResizeAxis& last = plan[rank - 1];
+  const int64_t* li = last.idx.data();
+  bool last_outside = std::find(last.outside.begin(), last.outside.end(), 1) != last.outside.end();
   int64_t w = last.out, rows = y.numel() / w;
   ctx.pool.parallel_for(
       rows,
       [&](int64_t b, int64_t e) {
         std::vector<int64_t> oi(rank);
+        int64_t prev = -1;  // source offset of row r - 1, -1 for none
         for (int64_t r = b; r < e; r++) {
           row_index(r, y.shape(), oi);
           int64_t base = 0;
@@ -505,10 +507,17 @@ void resize_gather(KernelContext& ctx, const std::vector<ResizeAxis>& plan, T ex
           T* yr = yd + r * w;
           if (outside) {
             std::fill(yr, yr + w, extrap);
-            continue;
+            prev = -1;
+          } else if (base == prev) {  // upsampling repeats rows
+            std::memcpy(yr, yr - w, w * sizeof(T));
+          } else {
+            const T* xr = xd + base;
+            if (last_outside)
+              for (int64_t o = 0; o < w; o++) yr[o] = last.outside[o] ? extrap : xr[li[o]];
+            else
+              for (int64_t o = 0; o < w; o++) yr[o] = xr[li[o]];
+            prev = base;
           }
-          const T* xr = xd + base;
-          for (int64_t o = 0; o < w; o++) yr[o] = last.outside[o] ? extrap : xr[last.idx[o]];
         }
       },
       grain_for(w));
@@ -659,20 +668,9 @@ void resize_kernel(KernelContext& ctx) {
 template <class G>
 G reflect(G x, G lo, G hi) {
   G range = hi - lo;
-  if (range <= 0) return lo;
-  if (x < lo) {
-    G dx = lo - x;
-    int64_t flips = int64_t(dx / range);
-    G r = dx - G(flips) * range;
-    return flips % 2 == 0 ? lo + r : hi - r;
-  }
-  if (x > hi) {
-    G dx = x - hi;
-    int64_t flips = int64_t(dx / range);
-    G r = dx - G(flips) * range;
-    return flips % 2 == 0 ? hi - r : lo + r;
-  }
-  return x;
+  if (range <= 0 || !std::isfinite(x)) return lo;
+  G m = std::fmod(std::abs(x - lo), 2 * range);
+  return m <= range ? lo + m : hi - (m - range);
 }
 
 enum class GridPad { zeros, border, reflection };
@@ -707,10 +705,10 @@ void grid_taps(G gx, G gy, int64_t h, int64_t w, int mode, GridPad pad, bool ali
     x = reflect(x, xlo, xhi);
     y = reflect(y, ylo, yhi);
   }
-  // Keeps NaN and huge values away from integer conversion; anything beyond is outside either way.
-  auto bound = [](G v, int64_t len) { return v >= G(-4) && v <= G(len + 4) ? v : G(-4); };
-  x = bound(x, w);
-  y = bound(y, h);
+  // Keeps NaN and huge values away from integer conversion.
+  auto bound = [](G v) { return v >= G(-1e15) ? std::min(v, G(1e15)) : G(-1e15); };
+  x = bound(x);
+  y = bound(y);
   // Where tap i of an axis reads; -1 when zeros padding drops it.
   auto place = [&](int64_t i, int64_t len, G lo, G hi) -> int64_t {
     if (i >= 0 && i < len) return i;
@@ -800,6 +798,11 @@ void grid_sample_kernel(KernelContext& ctx) {
                 T* yp = yd + (bn * c + ch) * points;
                 for (int64_t p = p0; p < p1; p++) {
                   const GridTaps<G>& t = taps[p - p0];
+                  if (t.count == 4) {  // bilinear inside the image
+                    yp[p] = T(t.w[0]) * xp[t.idx[0]] + T(t.w[1]) * xp[t.idx[1]] + T(t.w[2]) * xp[t.idx[2]] +
+                            T(t.w[3]) * xp[t.idx[3]];
+                    continue;
+                  }
                   T v = 0;
                   for (int i = 0; i < t.count; i++) v += T(t.w[i]) * xp[t.idx[i]];
                   yp[p] = v;
@@ -831,10 +834,46 @@ void roi_align_kernel(KernelContext& ctx) {
   double spatial_scale = n.attr_float("spatial_scale", 1.0f);
   for (int64_t r = 0; r < nrois; r++)
     if (bidx[r] < 0 || bidx[r] >= nb) fail("batch_indices[", r, "] = ", bidx[r], " is outside [0, ", nb, ")");
+  if (y.numel() == 0) return;
+  if (h == 0 || w == 0) {
+    std::memset(y.raw(), 0, y.nbytes());
+    return;
+  }
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* xd = x.data<T>();
     const T* rd = rois.data<T>();
     T* yd = y.data<T>();
+    // Each roi's box and sampling grid, validated before the parallel part.
+    struct Box {
+      T x0, y0, bin_h, bin_w;
+      int64_t gh, gw;
+    };
+    std::vector<Box> boxes(nrois);
+    for (int64_t r = 0; r < nrois; r++) {
+      Box& bx = boxes[r];
+      T offset = half_pixel ? T(0.5) : T(0);
+      bx.x0 = rd[r * 4] * T(spatial_scale) - offset;
+      bx.y0 = rd[r * 4 + 1] * T(spatial_scale) - offset;
+      T rw = rd[r * 4 + 2] * T(spatial_scale) - offset - bx.x0,
+        rh = rd[r * 4 + 3] * T(spatial_scale) - offset - bx.y0;
+      if (!half_pixel) {
+        rw = std::max(rw, T(1));
+        rh = std::max(rh, T(1));
+      }
+      bx.bin_h = rh / T(oh);
+      bx.bin_w = rw / T(ow);
+      // Adaptive grids: ceil(bin size) samples per axis; empty for degenerate or non-finite boxes.
+      double gh = sampling > 0        ? double(sampling)
+                  : std::isfinite(rh) ? std::max(0.0, std::ceil(double(rh / T(oh))))
+                                      : 0;
+      double gw = sampling > 0        ? double(sampling)
+                  : std::isfinite(rw) ? std::max(0.0, std::ceil(double(rw / T(ow))))
+                                      : 0;
+      if (gh * gw * double(oh * ow) > double(1 << 26))
+        fail("roi ", r, " needs ", gh, "x", gw, " samples per bin; it is far larger than the image");
+      bx.gh = int64_t(gh);
+      bx.gw = int64_t(gw);
+    }
     ctx.pool.parallel_for(
         nrois,
         [&](int64_t b, int64_t e) {
@@ -844,19 +883,7 @@ void roi_align_kernel(KernelContext& ctx) {
           };
           std::vector<Sample> samples;
           for (int64_t r = b; r < e; r++) {
-            T offset = half_pixel ? T(0.5) : T(0);
-            T x0 = rd[r * 4] * T(spatial_scale) - offset, y0 = rd[r * 4 + 1] * T(spatial_scale) - offset;
-            T x1 = rd[r * 4 + 2] * T(spatial_scale) - offset, y1 = rd[r * 4 + 3] * T(spatial_scale) - offset;
-            T rw = x1 - x0, rh = y1 - y0;
-            if (!half_pixel) {
-              rw = std::max(rw, T(1));
-              rh = std::max(rh, T(1));
-            }
-            T bin_h = rh / T(oh), bin_w = rw / T(ow);
-            int64_t gh = sampling > 0 ? sampling : int64_t(std::ceil(rh / T(oh)));
-            int64_t gw = sampling > 0 ? sampling : int64_t(std::ceil(rw / T(ow)));
-            gh = std::max<int64_t>(gh, 0);
-            gw = std::max<int64_t>(gw, 0);
+            auto [x0, y0, bin_h, bin_w, gh, gw] = boxes[r];
             T count = T(std::max<int64_t>(gh * gw, 1));
             samples.clear();
             for (int64_t ph = 0; ph < oh; ph++)
@@ -866,7 +893,7 @@ void roi_align_kernel(KernelContext& ctx) {
                   for (int64_t ix = 0; ix < gw; ix++) {
                     T xx = x0 + T(pw) * bin_w + (T(ix) + T(0.5)) * bin_w / T(gw);
                     Sample s{{0, 0, 0, 0}, {0, 0, 0, 0}};
-                    if (!(yy < -1 || yy > T(h) || xx < -1 || xx > T(w))) {
+                    if (yy >= -1 && yy <= T(h) && xx >= -1 && xx <= T(w)) {
                       T sy = std::max(yy, T(0)), sx = std::max(xx, T(0));
                       int64_t ylo = int64_t(sy), xlo = int64_t(sx), yhi, xhi;
                       if (ylo >= h - 1) {

@@ -1,0 +1,84 @@
+// vlrt detect IMAGE --prompt "person . bicycle .": labelled boxes for one image.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "apps/grounding_options.h"
+#include "pipelines/grounding/draw.h"
+
+namespace vlrt {
+
+namespace {
+
+struct DetectArgs {
+  std::string image;
+  std::string prompt;
+  std::string json_out;
+  std::string draw_out;
+  GroundingArgs g;
+};
+
+void write_atomically(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) fail(path, ": cannot open for writing");
+    f.write(data.data(), std::streamsize(data.size()));
+    if (!f) fail(path, ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename temporary file into place");
+}
+
+void detect(const DetectArgs& a) {
+  auto detector = make_detector(a.g);
+  grounding::EncodedCaption caption = detector->encode(a.prompt);
+  if (!caption.warning.empty()) std::cerr << "warning: " << caption.warning << "\n";
+  grounding::Image img = grounding::load_image(a.image);
+  auto t0 = std::chrono::steady_clock::now();
+  auto dets = detector->detect({&img}, caption)[0];
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  auto [w, h] = detector->input_size(img);
+  std::printf("%s: %dx%d (model input %dx%d), prompt \"%s\", %zu detections in %.0f ms\n", a.image.c_str(), img.width,
+              img.height, w, h, caption.caption.c_str(), dets.size(), ms);
+  if (!dets.empty()) {
+    size_t lw = 5;
+    for (auto& d : dets) lw = std::max(lw, d.label.size());
+    std::printf("  %-*s  %5s  %7s %7s %7s %7s\n", int(lw), "label", "score", "x1", "y1", "x2", "y2");
+    for (auto& d : dets)
+      std::printf("  %-*s  %5.2f  %7.1f %7.1f %7.1f %7.1f\n", int(lw), d.label.c_str(), d.score, d.x1, d.y1, d.x2, d.y2);
+  }
+  if (!a.json_out.empty()) {
+    nlohmann::json j;
+    j["image"] = a.image;
+    j["width"] = img.width;
+    j["height"] = img.height;
+    j["prompt"] = caption.caption;
+    j["latency_ms"] = ms;
+    j["detections"] = nlohmann::json::array();
+    for (auto& d : dets) j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+    write_atomically(a.json_out, j.dump(2) + "\n");
+    std::printf("wrote %s\n", a.json_out.c_str());
+  }
+  if (!a.draw_out.empty()) {
+    write_atomically(a.draw_out, grounding::encode_png(grounding::draw_detections(img, dets)));
+    std::printf("wrote %s\n", a.draw_out.c_str());
+  }
+}
+
+}  // namespace
+
+void add_detect_command(CLI::App& app) {
+  static DetectArgs a;
+  auto* cmd = app.add_subcommand("detect", "Find the objects a text prompt names in one image (GroundingDINO-style)");
+  cmd->add_option("image", a.image, "PNG, JPEG or BMP image")->required();
+  cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"")->required();
+  cmd->add_option("--json", a.json_out, "write the detections as JSON to this file");
+  cmd->add_option("--draw", a.draw_out, "write the image with boxes and labels drawn as PNG to this file");
+  add_grounding_options(cmd, a.g);
+  cmd->callback([] { detect(a); });
+}
+
+}  // namespace vlrt

@@ -1,0 +1,289 @@
+// vlrt label DIR: detections for every image under DIR, written as COCO, YOLO or
+// LabelMe annotations; resumable, and an unreadable image does not stop the run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "apps/grounding_options.h"
+#include "load/onnx_loader.h"
+
+namespace vlrt {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct LabelArgs {
+  std::string dir;
+  std::string prompt;
+  std::string format = "coco";
+  std::string out;
+  int batch = 0;
+  GroundingArgs g;
+};
+
+void write_atomically(const fs::path& path, const std::string& data) {
+  fs::create_directories(path.parent_path());
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) fail(path.string(), ": cannot open for writing");
+    f.write(data.data(), std::streamsize(data.size()));
+    if (!f) fail(path.string(), ": write failed");
+  }
+  fs::rename(tmp, path);
+}
+
+std::vector<std::string> find_images(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (auto& e : fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
+    if (!e.is_regular_file()) continue;
+    std::string ext = e.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+    if (ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp")
+      out.push_back(fs::relative(e.path(), dir).generic_string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string format_duration(double s) {
+  int t = int(s + 0.5);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+// A bar on a terminal; a line every few seconds otherwise (logs, CI).
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(isatty(2)), start_(std::chrono::steady_clock::now()) {}
+  void update(size_t done, size_t fresh) {
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double rate = el > 0 ? double(fresh) / el : 0;
+    double eta = rate > 0 ? double(total_ - done) / rate : 0;
+    char line[160];
+    if (tty_) {
+      int width = 30, fill = total_ ? int(double(done) / double(total_) * width) : width;
+      std::snprintf(line, sizeof line, "\r[%-*s] %zu/%zu images  %.1f img/s  ETA %s ", width,
+                    std::string(size_t(fill), '=').c_str(), done, total_, rate, format_duration(eta).c_str());
+      std::cerr << line << std::flush;
+    } else if (el - last_print_ >= 5 || done == total_) {
+      last_print_ = el;
+      std::snprintf(line, sizeof line, "%zu/%zu images  %.1f img/s  ETA %s\n", done, total_, rate,
+                    format_duration(eta).c_str());
+      std::cerr << line;
+    }
+  }
+  void finish() {
+    if (tty_) std::cerr << "\n";
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  double last_print_ = -1e9;
+};
+
+json record_json(const grounding::Image& img, const std::vector<grounding::Detection>& dets) {
+  json r = {{"width", img.width}, {"height", img.height}, {"detections", json::array()}};
+  for (auto& d : dets)
+    r["detections"].push_back({{"label", d.label}, {"phrase", d.phrase}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+  return r;
+}
+
+// The annotations of every labelled image, in the chosen format.
+void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, const fs::path& records,
+                   const std::vector<std::string>& categories) {
+  fs::path out(a.out);
+  json coco = {{"images", json::array()}, {"annotations", json::array()}, {"categories", json::array()}};
+  for (size_t c = 0; c < categories.size(); c++)
+    coco["categories"].push_back({{"id", c + 1}, {"name", categories[c]}});
+  int64_t ann_id = 1;
+  for (size_t i = 0; i < images.size(); i++) {
+    fs::path rec = records / (images[i] + ".json");
+    if (!fs::exists(rec)) continue;
+    json r = json::parse(read_file(rec.string()));
+    int w = r["width"], h = r["height"];
+    fs::path stem = fs::path(images[i]).replace_extension();
+    if (a.format == "coco") {
+      coco["images"].push_back({{"id", i + 1}, {"file_name", images[i]}, {"width", w}, {"height", h}});
+      for (auto& d : r["detections"]) {
+        int phrase = d["phrase"];
+        if (phrase < 0) continue;
+        double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
+        coco["annotations"].push_back({{"id", ann_id++},
+                                       {"image_id", i + 1},
+                                       {"category_id", phrase + 1},
+                                       {"bbox", {x1, y1, x2 - x1, y2 - y1}},
+                                       {"area", (x2 - x1) * (y2 - y1)},
+                                       {"iscrowd", 0},
+                                       {"score", d["score"]}});
+      }
+    } else if (a.format == "yolo") {
+      std::string txt;
+      char line[128];
+      for (auto& d : r["detections"]) {
+        int phrase = d["phrase"];
+        if (phrase < 0) continue;
+        double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
+        std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", phrase, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h,
+                      (x2 - x1) / w, (y2 - y1) / h);
+        txt += line;
+      }
+      write_atomically(out / "labels" / (stem.string() + ".txt"), txt);
+    } else {
+      json lm = {{"version", "5.0.1"},  {"flags", json::object()},        {"shapes", json::array()},
+                 {"imagePath", fs::relative(fs::path(a.dir) / images[i], (out / stem).parent_path()).generic_string()},
+                 {"imageData", nullptr}, {"imageHeight", h},            {"imageWidth", w}};
+      for (auto& d : r["detections"]) {
+        if (int(d["phrase"]) < 0) continue;
+        lm["shapes"].push_back({{"label", d["label"]},
+                                {"points", {{d["box"][0], d["box"][1]}, {d["box"][2], d["box"][3]}}},
+                                {"group_id", nullptr},
+                                {"shape_type", "rectangle"},
+                                {"flags", json::object()}});
+      }
+      write_atomically(out / (stem.string() + ".json"), lm.dump(2) + "\n");
+    }
+  }
+  if (a.format == "coco") write_atomically(out / "annotations.json", coco.dump(1) + "\n");
+  if (a.format == "yolo") {
+    std::string names;
+    for (auto& c : categories) names += c + "\n";
+    write_atomically(out / "classes.txt", names);
+  }
+}
+
+int label(const LabelArgs& a) {
+  if (!fs::is_directory(a.dir)) fail(a.dir, ": not a directory (expected a folder of images)");
+  if (a.format != "coco" && a.format != "yolo" && a.format != "labelme")
+    fail("--format must be coco, yolo or labelme, got '", a.format, "'");
+  auto detector = make_detector(a.g);
+  grounding::EncodedCaption caption = detector->encode(a.prompt);
+  if (!caption.warning.empty()) std::cerr << "warning: " << caption.warning << "\n";
+  std::vector<std::string> categories;
+  for (auto& p : caption.phrases) categories.push_back(p.text);
+
+  fs::path out(a.out), state = out / ".vlrt-label", records = state / "records";
+  fs::create_directories(records);
+  // A restart must continue the same job: the same prompt, model and thresholds.
+  const auto& o = detector->options();
+  json run = {{"prompt", caption.caption},          {"model", a.g.model},
+              {"box_threshold", o.box_threshold},   {"text_threshold", o.text_threshold},
+              {"nms", o.nms_iou},                   {"short_side", o.resize.short_side},
+              {"max_side", o.resize.max_side},      {"format", a.format}};
+  fs::path run_file = state / "run.json";
+  if (fs::exists(run_file)) {
+    json prev = json::parse(read_file(run_file.string()));
+    if (prev != run)
+      fail(a.out, " holds an earlier run with other settings (", prev.dump(), "); use another --out directory "
+           "or delete it to start over");
+  } else {
+    write_atomically(run_file, run.dump(2) + "\n");
+  }
+
+  std::vector<std::string> images = find_images(a.dir);
+  std::vector<std::string> todo;
+  for (auto& img : images)
+    if (!fs::exists(records / (img + ".json"))) todo.push_back(img);
+  size_t already = images.size() - todo.size();
+  std::cerr << "labelling " << images.size() << " images under " << a.dir << " with \"" << caption.caption << "\""
+            << (already ? cat(" (", already, " done in an earlier run)") : std::string()) << "\n";
+
+  Progress progress(images.size());
+  size_t done = already, fresh = 0, failed = 0, boxes = 0;
+  std::map<std::pair<int, int>, int64_t> batch_for_size;
+  auto t0 = std::chrono::steady_clock::now();
+  size_t i = 0;
+  while (i < todo.size()) {
+    // Decode a group of consecutive images that share a model input size.
+    std::vector<std::string> names;
+    std::vector<grounding::Image> imgs;
+    std::pair<int, int> size{0, 0};
+    int64_t limit = 1;
+    while (i < todo.size()) {
+      grounding::Image img;
+      try {
+        img = grounding::load_image((fs::path(a.dir) / todo[i]).string());
+      } catch (const Error& e) {
+        if (!imgs.empty()) break;  // finish the group first; this image is retried next round
+        std::cerr << (isatty(2) ? "\n" : "") << "skipped " << todo[i] << ": " << e.what() << "\n";
+        failed++;
+        done++;
+        i++;
+        continue;
+      }
+      auto s = detector->input_size(img);
+      if (imgs.empty()) {
+        size = s;
+        auto it = batch_for_size.find(s);
+        if (it == batch_for_size.end())
+          it = batch_for_size.emplace(s, a.batch > 0 ? a.batch : std::min<int64_t>(8, detector->max_batch(s.first, s.second, caption))).first;
+        limit = it->second;
+      } else if (s != size) {
+        break;
+      }
+      names.push_back(todo[i]);
+      imgs.push_back(std::move(img));
+      i++;
+      if (int64_t(imgs.size()) >= limit) break;
+    }
+    if (imgs.empty()) {
+      progress.update(done, fresh);
+      continue;
+    }
+    std::vector<const grounding::Image*> ptrs;
+    for (auto& im : imgs) ptrs.push_back(&im);
+    auto results = detector->detect(ptrs, caption);
+    for (size_t k = 0; k < imgs.size(); k++) {
+      write_atomically(records / (names[k] + ".json"), record_json(imgs[k], results[k]).dump() + "\n");
+      boxes += results[k].size();
+    }
+    done += imgs.size();
+    fresh += imgs.size();
+    progress.update(done, fresh);
+  }
+  progress.finish();
+  write_outputs(a, images, records, categories);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("labelled %zu images (%zu now, %zu from an earlier run), %zu boxes, %zu unreadable skipped, "
+              "%.1f s (%.2f img/s); annotations (%s) in %s\n",
+              images.size() - failed, fresh, already, boxes, failed, secs, secs > 0 ? double(fresh) / secs : 0.0,
+              a.format.c_str(), a.out.c_str());
+  return failed ? 2 : 0;
+}
+
+}  // namespace
+
+void add_label_command(CLI::App& app) {
+  static LabelArgs a;
+  auto* cmd = app.add_subcommand(
+      "label", "Label every image under a folder with the objects a prompt names (COCO, YOLO or LabelMe); "
+               "resumable. Exit code 2 when some images could not be read.");
+  cmd->add_option("dir", a.dir, "folder of images (searched recursively for .png .jpg .jpeg .bmp)")->required();
+  cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"")->required();
+  cmd->add_option("-f,--format", a.format, "coco (annotations.json), yolo (labels/*.txt + classes.txt) or labelme")
+      ->capture_default_str();
+  cmd->add_option("-o,--out", a.out, "output folder; rerun with the same folder to resume")->required();
+  cmd->add_option("--batch", a.batch, "images per run of the model (default: what the memory plan allows, up to 8)")
+      ->check(CLI::Range(0, 1024));
+  add_grounding_options(cmd, a.g);
+  cmd->callback([] {
+    int rc = label(a);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace vlrt

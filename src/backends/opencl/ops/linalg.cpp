@@ -1,0 +1,193 @@
+// OpenCL kernels of the linear-algebra family: MatMul and Gemm share one tiled kernel
+// (operands addressed by row and column strides, so transposes cost nothing, and
+// batch axes broadcast by strides); Conv is a direct convolution over up to three
+// spatial axes, one output element per work-item.
+#include <algorithm>
+
+#include "backends/opencl/kernel.h"
+#include "backends/opencl/opencl_backend.h"
+#include "ops/shape_util.h"
+
+namespace vlrt {
+
+namespace {
+
+const ClProgram kProgram{"linalg", R"CL(
+// y[b] = alpha * A[b] x B[b] (+ beta * C) for one TILE x TILE block of y per work-group.
+// A(i, p) is a[i * a_rs + p * a_cs], B(p, j) is b[p * b_rs + j * b_cs]; batch b's
+// matrices start at offsets given by the batch strides.
+__kernel void matmul_f32(int M, int N, int K, __global const float* ap, long ao, int a_rs, int a_cs,
+                         __global const float* bp, long bo, int b_rs, int b_cs, __global float* yp, long yo,
+                         float alpha, float beta, __global const float* cp, long co, int c_rs, int c_cs,
+                         int has_c, int batch_rank, int8 bdims_v, int8 bsa_v, int8 bsb_v) {
+  __local float as[TILE][TILE];
+  __local float bs[TILE][TILE + 1];
+  int tx = get_local_id(0), ty = get_local_id(1);
+  int j = get_group_id(0) * TILE + tx, i = get_group_id(1) * TILE + ty;
+  int batch = get_global_id(2);
+  UNPACK8(bdims_v, bdims);
+  UNPACK8(bsa_v, bsa);
+  UNPACK8(bsb_v, bsb);
+  int oa, ob;
+  offsets2(batch, batch_rank, bdims, bsa, bsb, &oa, &ob);
+  __global const float* a = ap + ao + oa;
+  __global const float* b = bp + bo + ob;
+  float acc = 0.0f;
+  for (int t = 0; t < K; t += TILE) {
+    int p = t + tx, q = t + ty;
+    as[ty][tx] = (i < M && p < K) ? a[i * a_rs + p * a_cs] : 0.0f;
+    bs[ty][tx] = (q < K && j < N) ? b[q * b_rs + j * b_cs] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TILE; k++) acc += as[ty][k] * bs[k][tx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (i < M && j < N) {
+    float v = alpha * acc;
+    if (has_c) v += beta * cp[co + i * c_rs + j * c_cs];
+    yp[yo + (long)batch * M * N + i * N + j] = v;
+  }
+}
+
+// Direct convolution; spatial axes padded to three (d, h, w) = (x, y, z).
+__kernel void conv_f32(__global const float* xp, long xo, __global const float* wp, long wo,
+                       __global const float* bp, long bo, int has_bias, __global float* yp, long yo, int C,
+                       int M, int G, int4 in, int4 out, int4 k, int4 st, int4 dil, int4 pad, int total) {
+  int idx = get_global_id(0);
+  if (idx >= total) return;
+  int ow = idx % out.z, t = idx / out.z;
+  int oh = t % out.y;
+  t /= out.y;
+  int od = t % out.x;
+  t /= out.x;
+  int m = t % M, n = t / M;
+  int cg = C / G, mg = M / G, g = m / mg;
+  int d0 = od * st.x - pad.x, h0 = oh * st.y - pad.y, w0 = ow * st.z - pad.z;
+  __global const float* x = xp + xo + (long)(n * C + g * cg) * in.x * in.y * in.z;
+  __global const float* w = wp + wo + (long)m * cg * k.x * k.y * k.z;
+  float acc = 0.0f;
+  for (int c = 0; c < cg; c++) {
+    for (int kd = 0; kd < k.x; kd++) {
+      int id = d0 + kd * dil.x;
+      if (id < 0 || id >= in.x) continue;
+      for (int kh = 0; kh < k.y; kh++) {
+        int ih = h0 + kh * dil.y;
+        if (ih < 0 || ih >= in.y) continue;
+        __global const float* xr = x + ((c * in.x + id) * in.y + ih) * in.z;
+        __global const float* wr = w + ((c * k.x + kd) * k.y + kh) * k.z;
+        for (int kw = 0; kw < k.z; kw++) {
+          int iw = w0 + kw * dil.z;
+          if (iw >= 0 && iw < in.z) acc += xr[iw] * wr[kw];
+        }
+      }
+    }
+  }
+  yp[yo + idx] = acc + (has_bias ? bp[bo + m] : 0.0f);
+}
+)CL"};
+
+cl_int8 to_int8(const std::vector<int64_t>& v) {
+  cl_int8 r{};
+  for (size_t i = 0; i < v.size(); i++) r.s[i] = cl_int(v[i]);
+  return r;
+}
+
+struct MatrixArgs {
+  cl_int rows_stride, cols_stride;
+};
+
+// alpha * A x B (+ beta * C) for `batch` matrix pairs located by the batch indexer.
+void launch_matmul(ClContext& ctx, int64_t m, int64_t n, int64_t k, const Tensor& a, MatrixArgs as,
+                   const Tensor& b, MatrixArgs bs, Tensor& y, float alpha, float beta, const Tensor* c,
+                   MatrixArgs cs, int64_t batch, int batch_rank, cl_int8 bdims, cl_int8 bsa, cl_int8 bsb) {
+  size_t tile = ctx.backend.tile();
+  ClRange r{{size_t(n), size_t(m), size_t(batch)}, {tile, tile, 1}, 3};
+  ctx.launch(ctx.kernel(kProgram, "matmul_f32"), r, cl_int(m), cl_int(n), cl_int(k), a, as.rows_stride,
+             as.cols_stride, b, bs.rows_stride, bs.cols_stride, y, alpha, beta, c ? *c : y, cs.rows_stride,
+             cs.cols_stride, cl_int(c != nullptr), cl_int(batch_rank), bdims, bsa, bsb);
+}
+
+void run_matmul(ClContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  // NumPy promotion of 1-D operands, as the CPU kernel does.
+  Shape as = a.shape(), bs = b.shape();
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  Shape batch = broadcast_shapes(a_batch, b_batch);
+  int64_t count = shape_numel(batch);
+  std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
+  for (auto& s : sa) s *= m * k;
+  for (auto& s : sb) s *= k * n;
+  ClIndexer ix = collapse_dims(batch, {sa, sb});
+  launch_matmul(ctx, m, n, k, a, {cl_int(k), 1}, b, {cl_int(n), 1}, y, 1.f, 0.f, nullptr, {0, 0}, count,
+                ix.rank, ix.dims, ix.strides[0], ix.strides[1]);
+}
+
+void run_gemm(ClContext& ctx) {
+  const Tensor &a = ctx.input(0), &b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  bool ta = ctx.node.attr_int("transA", 0) != 0, tb = ctx.node.attr_int("transB", 0) != 0;
+  float alpha = ctx.node.attr_float("alpha", 1.f), beta = ctx.node.attr_float("beta", 1.f);
+  int64_t m = y.dim(0), n = y.dim(1), k = ta ? a.dim(0) : a.dim(1);
+  // A stored [M, K], or [K, M] when transposed; likewise B.
+  MatrixArgs am = ta ? MatrixArgs{1, cl_int(m)} : MatrixArgs{cl_int(k), 1};
+  MatrixArgs bm = tb ? MatrixArgs{1, cl_int(k)} : MatrixArgs{cl_int(n), 1};
+  const Tensor* c = ctx.has_input(2) && beta != 0 ? &ctx.input(2) : nullptr;
+  MatrixArgs cm{0, 0};
+  if (c) {
+    std::vector<int64_t> st = broadcast_strides(c->shape(), {m, n});
+    cm = {cl_int(st[0]), cl_int(st[1])};
+  }
+  launch_matmul(ctx, m, n, k, a, am, b, bm, y, alpha, beta, c, cm, 1, 0, to_int8({}), to_int8({}),
+                to_int8({}));
+}
+
+void run_conv(ClContext& ctx) {
+  const Tensor &x = ctx.input(0), &w = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  const Node& node = ctx.node;
+  size_t nsp = size_t(x.rank()) - 2;
+  if (nsp < 1 || nsp > 3) unsupported("OpenCL Conv over ", nsp, " spatial axes (1 to 3 are supported)");
+  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(nsp, 1));
+  std::vector<int64_t> dils = node.attr_ints("dilations", std::vector<int64_t>(nsp, 1));
+  std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
+  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
+  // Leading axes of size 1 make every convolution 3-D.
+  cl_int4 in{{1, 1, 1, 0}}, out{{1, 1, 1, 0}}, kern{{1, 1, 1, 0}}, st{{1, 1, 1, 0}}, dil{{1, 1, 1, 0}},
+      pad{{0, 0, 0, 0}};
+  size_t o = 3 - nsp;
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t in_i = x.shape()[i + 2], out_i = y.shape()[i + 2], ek = (w.shape()[i + 2] - 1) * dils[i] + 1;
+    int64_t p = auto_pad == "NOTSET" ? pads[i] : 0;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t total = std::max<int64_t>(0, (out_i - 1) * strides[i] + ek - in_i);
+      p = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    }
+    in.s[o + i] = cl_int(in_i);
+    out.s[o + i] = cl_int(out_i);
+    kern.s[o + i] = cl_int(w.shape()[i + 2]);
+    st.s[o + i] = cl_int(strides[i]);
+    dil.s[o + i] = cl_int(dils[i]);
+    pad.s[o + i] = cl_int(p);
+  }
+  bool has_bias = ctx.has_input(2);
+  ctx.launch(ctx.kernel(kProgram, "conv_f32"), cl_range(size_t(y.numel())), x, w, has_bias ? ctx.input(2) : w,
+             cl_int(has_bias), y, cl_int(x.dim(1)), cl_int(y.dim(1)), cl_int(node.attr_int("group", 1)), in,
+             out, kern, st, dil, pad, cl_int(y.numel()));
+}
+
+bool supports_float(const Node& n, const std::vector<DType>& d, std::string* why) {
+  return all_float32(n, d, why);
+}
+
+}  // namespace
+
+void register_opencl_linalg(ClOpTable& t) {
+  t["MatMul"] = {supports_float, run_matmul};
+  t["Gemm"] = {supports_float, run_gemm};
+  t["Conv"] = {supports_float, run_conv};
+}
+
+}  // namespace vlrt

@@ -1,0 +1,78 @@
+// Text-prompted detection with a GroundingDINO-contract model: tokenize the
+// prompt, preprocess the images, run the model, turn per-token scores into
+// labelled boxes in the original image's pixels.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/session.h"
+#include "pipelines/grounding/image.h"
+#include "pipelines/grounding/text_inputs.h"
+#include "pipelines/grounding/tokenizer.h"
+
+namespace vlrt::grounding {
+
+struct Detection {
+  std::string label;  // the prompt's phrase with the best token score above the text threshold
+  int phrase = -1;    // its index in the caption's phrases (-1: no token passed the threshold)
+  float score = 0;    // the query's highest token probability
+  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // pixels of the original image
+};
+
+struct DetectOptions {
+  float box_threshold = 0.35f;
+  float text_threshold = 0.25f;
+  float nms_iou = 0;  // > 0: per-label non-maximum suppression at this IoU
+  ResizeOptions resize;
+  int64_t max_text_length = kDefaultMaxTextLength;
+};
+
+// Checks a model against the GroundingDINO ONNX contract (inputs img, input_ids,
+// attention_mask, position_ids, token_type_ids, text_token_mask; outputs logits
+// [B,Q,256] and boxes [B,Q,4]); fails listing every difference.
+void check_grounding_contract(const Model& model);
+
+// Sigmoid, box threshold, phrase labels, pixel boxes, optional NMS: one image's detections.
+// `logits` is [Q,T] (pre-sigmoid), `boxes` [Q,4] normalized cx,cy,w,h.
+std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries, int64_t token_slots,
+                                   const EncodedCaption& caption, int image_width, int image_height,
+                                   const DetectOptions& options);
+
+float iou(const Detection& a, const Detection& b);
+
+class Detector {
+ public:
+  // Loads and checks the model; options not given take the model's metadata
+  // (vlrt.short_side, vlrt.max_side, vlrt.box_threshold, vlrt.text_threshold, vlrt.nms)
+  // and then the GroundingDINO defaults.
+  Detector(Model model, const std::string& vocab_path, SessionOptions session_options);
+
+  DetectOptions& options() { return options_; }
+  const BertTokenizer& tokenizer() const { return tokenizer_; }
+  Session& session() { return *session_; }
+
+  // Tokenizes once; a truncation warning is returned in caption.warning.
+  EncodedCaption encode(const std::string& prompt) const;
+  // The model's input size for an image of this size.
+  std::pair<int, int> input_size(const Image& img) const { return target_size(img.width, img.height, options_.resize); }
+  // Detections for each image; images of different sizes run one by one, same-sized
+  // ones in one batch.
+  std::vector<std::vector<Detection>> detect(const std::vector<const Image*>& images, const EncodedCaption& caption);
+  // The largest batch of images of this size that the memory plan allows (>= 1).
+  int64_t max_batch(int width, int height, const EncodedCaption& caption);
+
+ private:
+  std::unique_ptr<Session> session_;
+  BertTokenizer tokenizer_;
+  DetectOptions options_;
+};
+
+// models/demo/model.onnx and vocab.txt next to the program (build/vlrt ->
+// models/demo/...) or in the working directory; "" when not found.
+std::string default_model_path();
+// vocab.txt beside the model (or named by its vlrt.vocab metadata); "" when not found.
+std::string default_vocab_path(const Model& model);
+
+}  // namespace vlrt::grounding

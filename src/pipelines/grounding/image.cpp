@@ -1,0 +1,254 @@
+#include "pipelines/grounding/image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "load/onnx_loader.h"
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_PNG
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_BMP
+#define STBI_NO_STDIO
+#define STBI_FAILURE_USERMSG
+#include <stb/stb_image.h>
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image_write.h>
+
+namespace vlrt::grounding {
+
+namespace {
+
+bool is_jpeg(const std::string& b) { return b.size() > 3 && uint8_t(b[0]) == 0xFF && uint8_t(b[1]) == 0xD8; }
+bool is_png(const std::string& b) { return b.size() > 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
+bool is_bmp(const std::string& b) { return b.size() > 2 && b[0] == 'B' && b[1] == 'M'; }
+
+// A JPEG ends with the EOI marker; stb_image decodes a cut file without complaint.
+bool jpeg_complete(const std::string& b) {
+  size_t end = b.size();
+  while (end > 2 && (b[end - 1] == 0 || b[end - 1] == '\n' || b[end - 1] == '\r')) end--;
+  for (size_t i = end; i-- > std::max<size_t>(2, end > 64 ? end - 64 : 2);)
+    if (uint8_t(b[i - 1]) == 0xFF && uint8_t(b[i]) == 0xD9) return true;
+  return false;
+}
+
+uint32_t read_u16(const uint8_t* p, bool le) { return le ? p[0] | (p[1] << 8) : (p[0] << 8) | p[1]; }
+uint32_t read_u32(const uint8_t* p, bool le) {
+  return le ? p[0] | (p[1] << 8) | (p[2] << 16) | (uint32_t(p[3]) << 24)
+            : (uint32_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
+}
+
+}  // namespace
+
+int jpeg_orientation(const std::string& bytes) {
+  if (!is_jpeg(bytes)) return 1;
+  auto p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t n = bytes.size(), i = 2;
+  while (i + 4 <= n && p[i] == 0xFF) {
+    uint8_t marker = p[i + 1];
+    size_t len = read_u16(p + i + 2, false);
+    if (marker == 0xDA || len < 2 || i + 2 + len > n) break;  // start of scan: no more headers
+    if (marker == 0xE1 && len >= 16 && std::memcmp(p + i + 4, "Exif\0\0", 6) == 0) {
+      const uint8_t* tiff = p + i + 10;
+      size_t tlen = len - 8;
+      bool le = tiff[0] == 'I';
+      if (tlen < 8) return 1;
+      size_t ifd = read_u32(tiff + 4, le);
+      if (ifd + 2 > tlen) return 1;
+      size_t count = read_u16(tiff + ifd, le);
+      for (size_t e = 0; e < count; e++) {
+        size_t off = ifd + 2 + e * 12;
+        if (off + 12 > tlen) return 1;
+        if (read_u16(tiff + off, le) == 0x0112) {
+          int v = int(read_u16(tiff + off + 8, le));
+          return v >= 1 && v <= 8 ? v : 1;
+        }
+      }
+      return 1;
+    }
+    i += 2 + len;
+  }
+  return 1;
+}
+
+Image apply_orientation(const Image& img, int orientation) {
+  if (orientation <= 1 || orientation > 8) return img;
+  bool swap = orientation >= 5;
+  Image out;
+  out.width = swap ? img.height : img.width;
+  out.height = swap ? img.width : img.height;
+  out.rgb.resize(img.rgb.size());
+  for (int y = 0; y < out.height; y++) {
+    for (int x = 0; x < out.width; x++) {
+      int sx, sy;  // source pixel for output (x, y), per the EXIF definition of each orientation
+      switch (orientation) {
+        case 2: sx = img.width - 1 - x; sy = y; break;
+        case 3: sx = img.width - 1 - x; sy = img.height - 1 - y; break;
+        case 4: sx = x; sy = img.height - 1 - y; break;
+        case 5: sx = y; sy = x; break;
+        case 6: sx = y; sy = img.height - 1 - x; break;
+        case 7: sx = img.width - 1 - y; sy = img.height - 1 - x; break;
+        default: sx = img.width - 1 - y; sy = x; break;  // 8
+      }
+      std::memcpy(&out.rgb[(size_t(y) * out.width + x) * 3], &img.rgb[(size_t(sy) * img.width + sx) * 3], 3);
+    }
+  }
+  return out;
+}
+
+Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
+  if (bytes.empty()) fail(what, ": empty file, not an image");
+  if (!is_jpeg(bytes) && !is_png(bytes) && !is_bmp(bytes))
+    fail(what, ": not an image (expected PNG, JPEG or BMP data)");
+  if (bytes.size() > size_t(INT32_MAX)) fail(what, ": file too large");
+  auto data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  int w = 0, h = 0, c = 0;
+  if (!stbi_info_from_memory(data, int(bytes.size()), &w, &h, &c))
+    fail(what, ": unreadable image header (", stbi_failure_reason(), "); the file is truncated or corrupt");
+  if (w <= 0 || h <= 0) fail(what, ": image has no pixels (", w, "x", h, ")");
+  if (int64_t(w) * h > max_pixels)
+    fail(what, ": image is ", w, "x", h, " (", int64_t(w) * h, " pixels), more than the limit of ", max_pixels,
+         " pixels; downscale it first");
+  if (is_jpeg(bytes) && !jpeg_complete(bytes)) fail(what, ": truncated JPEG (no end-of-image marker)");
+  stbi_uc* px = stbi_load_from_memory(data, int(bytes.size()), &w, &h, &c, 3);
+  if (!px) fail(what, ": cannot decode image (", stbi_failure_reason(), "); the file is truncated or corrupt");
+  Image img;
+  img.width = w;
+  img.height = h;
+  img.rgb.assign(px, px + size_t(w) * h * 3);
+  stbi_image_free(px);
+  return apply_orientation(img, jpeg_orientation(bytes));
+}
+
+Image load_image(const std::string& path, int64_t max_pixels) {
+  return decode_image(read_file(path), path, max_pixels);
+}
+
+std::pair<int, int> target_size(int width, int height, const ResizeOptions& o) {
+  if (o.fixed_width > 0 && o.fixed_height > 0) return {o.fixed_width, o.fixed_height};
+  // GroundingDINO's get_size_with_aspect_ratio, in the same float arithmetic.
+  double size = o.short_side;
+  double min_side = std::min(width, height), max_side = std::max(width, height);
+  if (o.max_side > 0 && max_side / min_side * size > o.max_side)
+    size = std::round(double(o.max_side) * min_side / max_side);
+  int s = int(size);
+  if ((width <= height && width == s) || (height <= width && height == s)) return {width, height};
+  if (width < height) return {s, int(s * double(height) / width)};
+  return {int(s * double(width) / height), s};
+}
+
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+// PIL's precompute_coeffs for the bilinear (triangle) filter, in 8-bit fixed point.
+struct Coeffs {
+  int ksize = 0;
+  std::vector<int> bounds;  // per output pixel: first input index, count
+  std::vector<int32_t> k;   // ksize weights per output pixel
+};
+
+Coeffs precompute(int in_size, int out_size) {
+  double scale = double(in_size) / out_size;
+  double filterscale = std::max(scale, 1.0);
+  double support = 1.0 * filterscale;
+  Coeffs c;
+  c.ksize = int(std::ceil(support)) * 2 + 1;
+  c.bounds.resize(size_t(out_size) * 2);
+  c.k.assign(size_t(out_size) * c.ksize, 0);
+  std::vector<double> kd(c.ksize);
+  for (int xx = 0; xx < out_size; xx++) {
+    double center = (xx + 0.5) * scale;
+    double ss = 1.0 / filterscale;
+    int xmin = std::max(int(center - support + 0.5), 0);
+    int xmax = std::min(int(center + support + 0.5), in_size) - xmin;
+    double ww = 0;
+    for (int x = 0; x < xmax; x++) {
+      double t = std::abs((x + xmin - center + 0.5) * ss);
+      double w = t < 1.0 ? 1.0 - t : 0.0;
+      kd[x] = w;
+      ww += w;
+    }
+    for (int x = 0; x < xmax; x++) {
+      double v = ww != 0.0 ? kd[x] / ww : 0.0;
+      c.k[size_t(xx) * c.ksize + x] = int32_t(v < 0 ? v * (1 << kPrecisionBits) - 0.5 : v * (1 << kPrecisionBits) + 0.5);
+    }
+    c.bounds[xx * 2] = xmin;
+    c.bounds[xx * 2 + 1] = xmax;
+  }
+  return c;
+}
+
+uint8_t clip8(int64_t v) {
+  v >>= kPrecisionBits;
+  return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+}  // namespace
+
+Image resize_bilinear(const Image& img, int width, int height) {
+  VLRT_CHECK(width > 0 && height > 0, "cannot resize to ", width, "x", height);
+  Image cur = img;
+  if (width != img.width) {  // horizontal pass first, as PIL does
+    Coeffs c = precompute(img.width, width);
+    Image out{width, img.height, std::vector<uint8_t>(size_t(width) * img.height * 3)};
+    for (int y = 0; y < img.height; y++) {
+      const uint8_t* row = &img.rgb[size_t(y) * img.width * 3];
+      for (int xx = 0; xx < width; xx++) {
+        int xmin = c.bounds[xx * 2], xmax = c.bounds[xx * 2 + 1];
+        const int32_t* k = &c.k[size_t(xx) * c.ksize];
+        for (int ch = 0; ch < 3; ch++) {
+          int64_t ss = int64_t(1) << (kPrecisionBits - 1);
+          for (int x = 0; x < xmax; x++) ss += int64_t(row[(x + xmin) * 3 + ch]) * k[x];
+          out.rgb[(size_t(y) * width + xx) * 3 + ch] = clip8(ss);
+        }
+      }
+    }
+    cur = std::move(out);
+  }
+  if (height != cur.height) {
+    Coeffs c = precompute(cur.height, height);
+    Image out{cur.width, height, std::vector<uint8_t>(size_t(cur.width) * height * 3)};
+    for (int yy = 0; yy < height; yy++) {
+      int ymin = c.bounds[yy * 2], ymax = c.bounds[yy * 2 + 1];
+      const int32_t* k = &c.k[size_t(yy) * c.ksize];
+      for (int x = 0; x < cur.width * 3; x++) {
+        int64_t ss = int64_t(1) << (kPrecisionBits - 1);
+        for (int y = 0; y < ymax; y++) ss += int64_t(cur.rgb[size_t(y + ymin) * cur.width * 3 + x]) * k[y];
+        out.rgb[size_t(yy) * cur.width * 3 + x] = clip8(ss);
+      }
+    }
+    cur = std::move(out);
+  }
+  return cur;
+}
+
+Tensor normalize_images(const std::vector<const Image*>& images) {
+  VLRT_CHECK(!images.empty(), "no images to normalize");
+  int w = images[0]->width, h = images[0]->height;
+  Tensor t(DType::f32, {int64_t(images.size()), 3, h, w});
+  const float mean[3] = {0.485f, 0.456f, 0.406f}, stdev[3] = {0.229f, 0.224f, 0.225f};
+  float* out = t.data<float>();
+  for (size_t b = 0; b < images.size(); b++) {
+    const Image& img = *images[b];
+    VLRT_CHECK(img.width == w && img.height == h, "images of one batch must have one size: ", img.width, "x",
+               img.height, " vs ", w, "x", h);
+    for (int ch = 0; ch < 3; ch++) {
+      float* plane = out + (b * 3 + ch) * size_t(w) * h;
+      for (size_t i = 0; i < size_t(w) * h; i++) plane[i] = (float(img.rgb[i * 3 + ch]) / 255.0f - mean[ch]) / stdev[ch];
+    }
+  }
+  return t;
+}
+
+std::string encode_png(const Image& img) {
+  std::string out;
+  auto write = [](void* ctx, void* data, int size) { static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size)); };
+  if (!stbi_write_png_to_func(write, &out, img.width, img.height, 3, img.rgb.data(), img.width * 3))
+    fail("cannot encode a ", img.width, "x", img.height, " PNG");
+  return out;
+}
+
+}  // namespace vlrt::grounding

@@ -1,0 +1,55 @@
+// Images in, model input out: decode (PNG/JPEG/BMP), EXIF orientation, the
+// reference's aspect-keeping resize (PIL bilinear, antialiased) and ImageNet
+// normalization.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace vlrt::grounding {
+
+// 8-bit RGB, rows top to bottom, pixels interleaved.
+struct Image {
+  int width = 0, height = 0;
+  std::vector<uint8_t> rgb;
+};
+
+// Images above this many pixels are refused before decoding (a 50000x50000 header
+// would need 7.5 GB).
+constexpr int64_t kDefaultMaxPixels = 64'000'000;
+
+// Decodes PNG, JPEG or BMP bytes; JPEG EXIF orientation is applied. `what` names
+// the source in errors: not an image, truncated, too many pixels, corrupt data.
+Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels = kDefaultMaxPixels);
+Image load_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
+
+// The EXIF orientation tag (1..8) of a JPEG, 1 when absent or unreadable.
+int jpeg_orientation(const std::string& bytes);
+Image apply_orientation(const Image& img, int orientation);
+
+struct ResizeOptions {
+  int short_side = 800;  // the reference resizes the short side to 800 ...
+  int max_side = 1333;   // ... unless the long side would exceed 1333
+  int fixed_width = 0;   // > 0: exactly this size (exports with static shapes)
+  int fixed_height = 0;
+};
+
+// Output (width, height) as GroundingDINO's RandomResize computes it.
+std::pair<int, int> target_size(int width, int height, const ResizeOptions& o);
+
+// PIL's bilinear resize (Image.resize, BILINEAR with its antialiasing filter
+// support, 8-bit fixed-point arithmetic), so pixels match the reference exactly.
+Image resize_bilinear(const Image& img, int width, int height);
+
+// float32 [B,3,H,W]: (pixel/255 - mean) / std with ImageNet mean and std; all
+// images must have the same size.
+Tensor normalize_images(const std::vector<const Image*>& images);
+
+// PNG encoding of an image.
+std::string encode_png(const Image& img);
+
+}  // namespace vlrt::grounding
