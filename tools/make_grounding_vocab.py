@@ -64,7 +64,9 @@ NUMBERS = ["00", "000", "10", "11", "12", "19", "20", "50", "100", "1000", "2020
 FREQUENT = "etaoinshrdlcumpgbfy"
 
 
-def main():
+def build_vocab():
+    """The vocab's tokens in id order (also used by export_groundingdino.py, which pads it to
+    bert-base-uncased's 30522 ids)."""
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     assert vocab.index("[UNK]") == 100 and vocab.index("[MASK]") == 103
     seen = set(vocab)
@@ -94,6 +96,11 @@ def main():
     for a in FREQUENT:
         for b in FREQUENT:
             add("##" + a + b)
+    return vocab
+
+
+def main():
+    vocab = build_vocab()
     assert len(vocab) <= 3000, len(vocab)
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w", encoding="utf-8", newline="\n") as f:

@@ -27,8 +27,8 @@ struct BenchArgs {
   DeviceArgs device_args;
 };
 
-// Random values for one input: floats in [-1, 1), integers in [0, 10) (valid ids
-// and positions for text models), masks all true.
+// Random values for one input: floats in [-1, 1), integers 0 or 1 (valid ids, positions,
+// token types and masks of text models), bool masks all true.
 Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
   Tensor t(dtype, shape);
   if (dtype == DType::boolean) {
@@ -44,7 +44,7 @@ Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
         std::uniform_real_distribution<double> d(-1, 1);
         for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
       } else {
-        std::uniform_int_distribution<int> d(0, 9);
+        std::uniform_int_distribution<int> d(0, 1);
         for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
       }
     });

@@ -42,9 +42,20 @@ std::vector<bool> reduced_axes(const InferContext& ctx, size_t rank) {
   return mask;
 }
 
-void infer_reduce(InferContext& ctx) {
+// Reduce* and CumSum take 32/64-bit integers and floats; ReduceMax/ReduceMin also 8-bit integers.
+void require_reducible(const InferContext& ctx, const char* what) {
   DType t = ctx.input_dtype(0);
-  VLRT_CHECK(t != DType::boolean && t != DType::string, "data must be numeric, got ", dtype_name(t));
+  bool small_int = t == DType::i8 || t == DType::u8 || t == DType::i16 || t == DType::u16;
+  bool max_min = ctx.node.op_type == "ReduceMax" || ctx.node.op_type == "ReduceMin";
+  bool ok = t != DType::boolean && t != DType::string &&
+            (!small_int || (max_min && (t == DType::i8 || t == DType::u8)));
+  VLRT_CHECK(ok, what, " of type ", dtype_name(t), " is not supported by ", ctx.node.op_type,
+             " (expected 32/64-bit integers or floats", max_min ? ", or 8-bit integers)" : ")");
+}
+
+void infer_reduce(InferContext& ctx) {
+  require_reducible(ctx, "data");
+  DType t = ctx.input_dtype(0);
   const Shape& x = ctx.input_shape(0);
   std::vector<bool> mask = reduced_axes(ctx, x.size());
   bool keep = ctx.node.attr_int("keepdims", 1) != 0;
@@ -100,8 +111,8 @@ void infer_topk(InferContext& ctx) {
 }
 
 void infer_cumsum(InferContext& ctx) {
+  require_reducible(ctx, "x");
   DType t = ctx.input_dtype(0);
-  VLRT_CHECK(t != DType::boolean && t != DType::string, "x must be numeric, got ", dtype_name(t));
   const Shape& x = ctx.input_shape(0);
   DType at = ctx.input_dtype(1);
   VLRT_CHECK(at == DType::i32 || at == DType::i64, "axis must be int32 or int64, got ", dtype_name(at));

@@ -174,8 +174,8 @@ TEST(Reduction, IntegerTypes) {
   EXPECT_EQ(m.to_int64_vector(), (std::vector<int64_t>{1, -1}));
   auto mx = run_op("ReduceMax", {Tensor::from_vector<uint8_t>({3, 250, 7, 1}, {4})}, {}, 1, 13)[0];
   EXPECT_EQ(mx.data<uint8_t>()[0], 250);
-  auto l1 = run_op("ReduceL1", {Tensor::from_vector<int8_t>({-3, 4, -5}, {3})}, {}, 1, 13)[0];
-  EXPECT_EQ(l1.data<int8_t>()[0], 12);
+  auto l1 = run_op("ReduceL1", {Tensor::from_vector<int32_t>({-3, 4, -5}, {3})}, {}, 1, 13)[0];
+  EXPECT_EQ(l1.data<int32_t>()[0], 12);
 }
 
 TEST(Reduction, ReduceErrors) {
@@ -185,6 +185,8 @@ TEST(Reduction, ReduceErrors) {
   EXPECT_THROW(run_op("ReduceMean", {x}, {{"axes", attr_ints({0})}}, 1, 18), Error);  // an input since 18
   EXPECT_THROW(run_op("ReduceMean", {x, i64({0}, {1})}, {}, 1, 13), Error);  // an attribute before 18
   EXPECT_THROW(run_op("ReduceMax", {Tensor::zeros(DType::boolean, {2})}, {}, 1, 13), Error);
+  EXPECT_THROW(run_op("ReduceSum", {Tensor::zeros(DType::u8, {2})}), Error);  // 8-bit only for Max/Min
+  EXPECT_THROW(run_op("ReduceMin", {Tensor::zeros(DType::i16, {2})}, {}, 1, 13), Error);
 }
 
 TEST(Reduction, ArgMaxArgMin) {

@@ -40,6 +40,38 @@ uint32_t read_u32(const uint8_t* p, bool le) {
             : (uint32_t(p[0]) << 24) | (p[1] << 16) | (p[2] << 8) | p[3];
 }
 
+// Width and height from the file header alone, so an absurd size is refused before
+// any decoder allocates for it. False when the header cannot be read.
+bool header_size(const std::string& b, int64_t& w, int64_t& h) {
+  auto p = reinterpret_cast<const uint8_t*>(b.data());
+  if (is_png(b)) {
+    if (b.size() < 24) return false;
+    w = read_u32(p + 16, false);
+    h = read_u32(p + 20, false);
+    return true;
+  }
+  if (is_bmp(b)) {
+    if (b.size() < 26) return false;
+    w = int32_t(read_u32(p + 18, true));
+    h = int32_t(read_u32(p + 22, true));
+    if (h < 0) h = -h;  // top-down bitmap
+    return true;
+  }
+  size_t i = 2;  // JPEG: the first start-of-frame marker carries the size
+  while (i + 9 <= b.size() && p[i] == 0xFF) {
+    uint8_t m = p[i + 1];
+    size_t len = read_u16(p + i + 2, false);
+    if (m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) {
+      h = read_u16(p + i + 5, false);
+      w = read_u16(p + i + 7, false);
+      return true;
+    }
+    if (len < 2) return false;
+    i += 2 + len;
+  }
+  return false;
+}
+
 }  // namespace
 
 int jpeg_orientation(const std::string& bytes) {
@@ -104,13 +136,16 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
     fail(what, ": not an image (expected PNG, JPEG or BMP data)");
   if (bytes.size() > size_t(INT32_MAX)) fail(what, ": file too large");
   auto data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  int64_t hw = 0, hh = 0;
+  if (header_size(bytes, hw, hh)) {
+    if (hw <= 0 || hh <= 0) fail(what, ": image has no pixels (", hw, "x", hh, ")");
+    if (hw * hh > max_pixels)
+      fail(what, ": image is ", hw, "x", hh, " (", hw * hh, " pixels), more than the limit of ", max_pixels,
+           " pixels; downscale it first");
+  }
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(data, int(bytes.size()), &w, &h, &c))
     fail(what, ": unreadable image header (", stbi_failure_reason(), "); the file is truncated or corrupt");
-  if (w <= 0 || h <= 0) fail(what, ": image has no pixels (", w, "x", h, ")");
-  if (int64_t(w) * h > max_pixels)
-    fail(what, ": image is ", w, "x", h, " (", int64_t(w) * h, " pixels), more than the limit of ", max_pixels,
-         " pixels; downscale it first");
   if (is_jpeg(bytes) && !jpeg_complete(bytes)) fail(what, ": truncated JPEG (no end-of-image marker)");
   stbi_uc* px = stbi_load_from_memory(data, int(bytes.size()), &w, &h, &c, 3);
   if (!px) fail(what, ": cannot decode image (", stbi_failure_reason(), "); the file is truncated or corrupt");

@@ -341,6 +341,24 @@ std::vector<bool> reduced_axes(const KernelContext& ctx, size_t rank) {
   return mask;
 }
 
+template <class T, RK K>
+void reduce_typed(KernelContext& ctx, const Tensor& x, Tensor& y, const Runs& runs, int64_t count) {
+  Reducer<T, K> op;
+  op.count = count;
+  std::vector<T> shift;
+  if constexpr (K == RK::log_sum_exp) {
+    // Subtract each output's maximum so exp cannot overflow; inf/-inf maxima use 0.
+    shift.resize(size_t(y.numel()));
+    Reducer<T, RK::max> mx;
+    mx.count = count;
+    reduce_into(mx, runs, x.data<T>(), shift.data(), y.numel(), ctx.pool);
+    for (T& s : shift)
+      if (!std::isfinite(double(s))) s = T(0);
+    op.shift = shift.data();
+  }
+  reduce_into(op, runs, x.data<T>(), y.data<T>(), y.numel(), ctx.pool);
+}
+
 template <RK K>
 void reduce_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
@@ -351,20 +369,13 @@ void reduce_kernel(KernelContext& ctx) {
   for (size_t d = 0; d < mask.size(); d++)
     if (mask[d]) count *= x.shape()[d];
   dispatch_numeric(x.dtype(), [&]<class T>() {
-    Reducer<T, K> op;
-    op.count = count;
-    std::vector<T> shift;
-    if constexpr (K == RK::log_sum_exp) {
-      // Subtract each output's maximum so exp cannot overflow; inf/-inf maxima use 0.
-      shift.resize(size_t(y.numel()));
-      Reducer<T, RK::max> mx;
-      mx.count = count;
-      reduce_into(mx, runs, x.data<T>(), shift.data(), y.numel(), ctx.pool);
-      for (T& s : shift)
-        if (!std::isfinite(double(s))) s = T(0);
-      op.shift = shift.data();
+    // The schema admits 8-bit integers for ReduceMax/ReduceMin only and 16-bit ones never.
+    constexpr bool admitted = sizeof(T) >= 4 || (sizeof(T) == 1 && (K == RK::max || K == RK::min));
+    if constexpr (!admitted) {
+      unsupported("reduction of ", dtype_name(x.dtype()));
+    } else {
+      reduce_typed<T, K>(ctx, x, y, runs, count);
     }
-    reduce_into(op, runs, x.data<T>(), y.data<T>(), y.numel(), ctx.pool);
   });
 }
 

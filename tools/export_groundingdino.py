@@ -1,0 +1,471 @@
+#!/usr/bin/python3
+"""Exports GroundingDINO (the official Swin-T OGC architecture, from groundingdino-py) to ONNX
+with the model contract vlrt expects, plus PyTorch reference outputs for a fixed image and prompt.
+
+The model's inputs are the tokenized text, not a caption: img float32 [B,3,H,W], input_ids int64
+[B,L], attention_mask bool [B,L], position_ids int64 [B,L], token_type_ids int64 [B,L],
+text_token_mask bool [B,L,L] (the block-diagonal phrase self-attention mask); outputs logits
+[B,900,256] (before sigmoid, -inf past the caption's tokens) and boxes [B,900,4] (normalized
+cx,cy,w,h). Opset 16 (GridSample), dynamic B, H, W and L.
+
+No hub access: BERT is built from a BertConfig with bert-base-uncased's values and the tokenizer
+from a local vocab.txt; with --checkpoint (groundingdino_swint_ogc.pth) the weights come from it and
+--vocab must be the real bert-base-uncased vocab.txt. Without a checkpoint the weights are random
+(fixed seed) and the vocab is synthetic: tools/make_grounding_vocab.py's tokens padded with
+[unusedN] to bert-base-uncased's 30522 ids, its special tokens at bert-base-uncased's ids.
+
+Written to OUT (default models/gdino/; generated, never committed, about 700 MB):
+  model.onnx, vocab.txt, test.png (a synthetic 1500x900 image, 1333x800 after the resize),
+  text.json (vlrt tokenize --json of the prompt), the model's inputs as <name>.npy, PyTorch's
+  outputs as expected_logits.npy / expected_boxes.npy, expected_detections.json (the detections
+  after the box and text thresholds, labelled by vlrt's rule), reference.json (how it was made).
+
+Run with the Python that sees Debian's torch and torchvision, after `cmake --build build --target
+vlrt` (the text tensors come from `vlrt tokenize`, cross-checked against the reference's own
+tokenizer and mask code):
+
+    /usr/bin/python3 tools/export_groundingdino.py [--out models/gdino] [--checkpoint PTH --vocab V]
+    python3 tools/compare_groundingdino.py          # vlrt against the reference
+
+Needs groundingdino-py installed over Debian's packages (see tools/requirements.txt):
+    /usr/bin/python3 -m pip install --break-system-packages --no-deps --no-build-isolation \\
+        groundingdino-py addict yapf platformdirs timm==0.9.16
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+OPSET = 16
+VOCAB_SIZE = 30522
+DEFAULT_PROMPT = "red ball . striped boxes . teddy bear ."
+BOX_THRESHOLD = 0.35
+TEXT_THRESHOLD = 0.25
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+INPUTS = ["img", "input_ids", "attention_mask", "position_ids", "token_type_ids", "text_token_mask"]
+OUTPUTS = ["logits", "boxes"]
+
+
+# --------------------------------------------------------------------------------------------
+# groundingdino-py without hub access and without its visualization dependencies
+
+
+def import_groundingdino(vocab_path):
+    """Imports groundingdino with its "bert-base-uncased" loaders patched to local objects:
+    BertTokenizer on `vocab_path`, BertModel from a default BertConfig (bert-base-uncased's
+    values). groundingdino.util.visualizer (cv2, matplotlib, pycocotools; never used by the
+    model) is replaced by a stub module."""
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    if "groundingdino.util.visualizer" not in sys.modules:
+        stub = types.ModuleType("groundingdino.util.visualizer")
+        stub.COCOVisualizer = None
+        sys.modules["groundingdino.util.visualizer"] = stub
+    from groundingdino.util import get_tokenlizer
+
+    def get_tokenizer(text_encoder_type):
+        assert text_encoder_type == "bert-base-uncased", text_encoder_type
+        return BertTokenizer(vocab_file=vocab_path, do_lower_case=True)
+
+    def get_language_model(text_encoder_type):
+        assert text_encoder_type == "bert-base-uncased", text_encoder_type
+        config = BertConfig()  # defaults are bert-base-uncased's
+        assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (VOCAB_SIZE, 768, 12)
+        return BertModel(config)
+
+    get_tokenlizer.get_tokenlizer = get_tokenizer
+    get_tokenlizer.get_pretrained_language_model = get_language_model
+    import groundingdino.models  # noqa: F401  (registers the builder)
+    return get_tokenizer
+
+
+def swint_ogc_args():
+    """The official GroundingDINO_SwinT_OGC.py config, as groundingdino's SLConfig reads it."""
+    from groundingdino.util.slconfig import SLConfig
+    import groundingdino.config as cfg_pkg
+
+    path = os.path.join(os.path.dirname(cfg_pkg.__file__), "GroundingDINO_SwinT_OGC.py")
+    args = SLConfig.fromfile(path)
+    args.device = "cpu"
+    # Gradient checkpointing changes nothing in inference; off so that tracing sees plain modules
+    # instead of torch.utils.checkpoint's autograd Function.
+    args.use_checkpoint = False
+    args.use_transformer_ckpt = False
+    return args, path
+
+
+def build_model(checkpoint, seed, logit_scale):
+    from groundingdino.models import build_model as gd_build
+    from groundingdino.util.utils import clean_state_dict
+
+    args, cfg_path = swint_ogc_args()
+    torch.manual_seed(seed)
+    model = gd_build(args)
+    info = {"config": cfg_path, "seed": seed}
+    if checkpoint:
+        state = torch.load(checkpoint, map_location="cpu")
+        state = state.get("model", state)
+        result = model.load_state_dict(clean_state_dict(state), strict=False)
+        info["checkpoint"] = os.path.abspath(checkpoint)
+        info["missing_keys"] = list(result.missing_keys)
+        info["unexpected_keys"] = list(result.unexpected_keys)
+        print(f"loaded {checkpoint}: {len(result.missing_keys)} missing, {len(result.unexpected_keys)} unexpected keys")
+    else:
+        randomize(model, seed, logit_scale)
+        info["logit_scale"] = logit_scale
+    return model.eval(), args, info
+
+
+def randomize(model, seed, logit_scale):
+    """Random weights whose outputs are not degenerate. The builder zero-initializes the box
+    head's last layer (boxes would be exactly the encoder's proposals) and the query
+    embeddings are N(0,1); the contrastive head's logits are dot products of 256-d vectors with
+    unit-variance entries, so the text features are scaled down (`logit_scale`) until
+    sigmoid(logits) spreads across (0,1) with some queries above the box threshold."""
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and p.abs().max() == 0:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+        # The shared box MLP's last layer: small random deltas on top of the proposals.
+        last = model.bbox_embed[0].layers[-1]
+        last.weight.copy_(torch.randn(last.weight.shape, generator=g) * 0.01)
+        last.bias.copy_(torch.randn(last.bias.shape, generator=g) * 0.1)
+        model.feat_map.weight.mul_(logit_scale)
+        model.feat_map.bias.zero_()
+
+
+# --------------------------------------------------------------------------------------------
+# The exported forward: token tensors in, logits and boxes out
+
+
+class ExportWrapper(torch.nn.Module):
+    """GroundingDINO.forward after its tokenizer and generate_masks_with_special_tokens_and_
+    transfer_map calls, with those tensors as inputs; the image batch has no padding (its mask
+    is all False, as nested_tensor_from_tensor_list makes it for same-sized images)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, img, input_ids, attention_mask, position_ids, token_type_ids, text_token_mask):
+        from groundingdino.util.misc import NestedTensor, inverse_sigmoid
+
+        m = self.model
+        bert_output = m.bert(input_ids=input_ids, attention_mask=text_token_mask,
+                             token_type_ids=token_type_ids, position_ids=position_ids)
+        encoded_text = m.feat_map(bert_output["last_hidden_state"])
+        text_dict = {
+            "encoded_text": encoded_text,
+            "text_token_mask": attention_mask,
+            "position_ids": position_ids,
+            "text_self_attention_masks": text_token_mask,
+        }
+
+        samples = NestedTensor(img, torch.zeros_like(img[:, 0], dtype=torch.bool))
+        features, poss = m.backbone(samples)
+        srcs, masks = [], []
+        for lvl, feat in enumerate(features):
+            src, mask = feat.decompose()
+            srcs.append(m.input_proj[lvl](src))
+            masks.append(mask)
+        if m.num_feature_levels > len(srcs):
+            n = len(srcs)
+            for lvl in range(n, m.num_feature_levels):
+                src = m.input_proj[lvl](features[-1].tensors if lvl == n else srcs[-1])
+                mask = F.interpolate(samples.mask[None].float(), size=src.shape[-2:]).to(torch.bool)[0]
+                pos = m.backbone[1](NestedTensor(src, mask)).to(src.dtype)
+                srcs.append(src)
+                masks.append(mask)
+                poss.append(pos)
+
+        hs, reference, _, _, _ = m.transformer(srcs, masks, None, poss, None, None, text_dict)
+        # Only the last decoder layer's outputs are returned.
+        boxes = (m.bbox_embed[-1](hs[-1]) + inverse_sigmoid(reference[-2])).sigmoid()
+        logits = m.class_embed[-1](hs[-1], text_dict)
+        return logits, boxes
+
+
+# --------------------------------------------------------------------------------------------
+# Vocab, image, text inputs
+
+
+def write_vocab(path, prompt):
+    from make_grounding_vocab import build_vocab
+
+    vocab = build_vocab()
+    words = set(vocab)
+    n = 0
+    while len(vocab) < VOCAB_SIZE:
+        tok = f"[unused{99 + n}]"
+        n += 1
+        if tok not in words:
+            vocab.append(tok)
+    assert vocab[0] == "[PAD]" and vocab[100:104] == ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert len(vocab) == VOCAB_SIZE and len(set(vocab)) == VOCAB_SIZE
+    for w in prompt.replace(".", " ").split():
+        # Whole words or pieces of them: the prompt must not tokenize to [UNK].
+        assert w in words or any(w.startswith(v) and "##" + w[len(v):] in words for v in words), w
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("".join(t + "\n" for t in vocab))
+
+
+def write_test_image(path, width=1500, height=900):
+    """A deterministic synthetic scene: gradient background, noise texture, a few shapes. Its
+    size differs from the model input (1333x800) so that the resize really resamples."""
+    from PIL import Image, ImageDraw
+
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    rng = np.random.default_rng(1234)
+    r = 90 + 100 * x / width + 20 * np.sin(y / 37.0)
+    g = 120 + 60 * y / height + 20 * np.cos(x / 53.0)
+    b = 160 - 80 * x / width + 40 * y / height
+    rgb = np.stack([r, g, b], -1) + rng.normal(0, 6, (height, width, 3))
+    img = Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8), "RGB")
+    d = ImageDraw.Draw(img)
+    d.ellipse([180, 420, 520, 760], fill=(210, 30, 30), outline=(90, 10, 10), width=6)  # red ball
+    for i in range(8):  # striped boxes
+        d.rectangle([700 + 18 * i, 250, 718 + 18 * i, 520], fill=(240, 240, 240) if i % 2 else (30, 60, 160))
+    d.rectangle([980, 520, 1240, 800], fill=(60, 140, 60), outline=(10, 40, 10), width=5)
+    for i in range(0, 260, 26):
+        d.line([980 + i, 520, 980 + i, 800], fill=(230, 230, 90), width=8)
+    d.ellipse([1240, 140, 1420, 320], fill=(150, 100, 50))  # teddy bear: head, ears, body
+    d.ellipse([1230, 120, 1290, 180], fill=(130, 85, 40))
+    d.ellipse([1370, 120, 1430, 180], fill=(130, 85, 40))
+    d.ellipse([1220, 300, 1440, 560], fill=(150, 100, 50))
+    d.polygon([(100, 100), (400, 60), (330, 300)], fill=(250, 200, 40))
+    img.save(path)
+
+
+def vlrt_tokenize(vlrt, vocab, prompt):
+    out = subprocess.run([vlrt, "tokenize", "--vocab", vocab, "--json", prompt], check=True,
+                         capture_output=True, text=True)
+    if out.stderr.strip():
+        print(out.stderr.strip())
+    return json.loads(out.stdout)
+
+
+def text_tensors(tok):
+    L = len(tok["input_ids"])
+    t = {
+        "input_ids": np.array([tok["input_ids"]], dtype=np.int64),
+        "attention_mask": np.array([tok["attention_mask"]], dtype=bool),
+        "position_ids": np.array([tok["position_ids"]], dtype=np.int64),
+        "token_type_ids": np.array([tok["token_type_ids"]], dtype=np.int64),
+        "text_token_mask": np.array([tok["text_token_mask"]], dtype=bool),
+    }
+    assert t["text_token_mask"].shape == (1, L, L)
+    return t
+
+
+def check_text_against_reference(tokenizer, special_tokens, caption, tok, text):
+    """vlrt's tokens and masks against the reference's tokenizer and mask code."""
+    from groundingdino.models.GroundingDINO.bertwarper import (
+        generate_masks_with_special_tokens_and_transfer_map)
+
+    ref = tokenizer([caption], padding="longest", return_tensors="pt")
+    masks, pos, _ = generate_masks_with_special_tokens_and_transfer_map(ref, special_tokens, tokenizer)
+    problems = []
+    if ref["input_ids"][0].tolist() != tok["input_ids"]:
+        problems.append(f"input_ids: reference {ref['input_ids'][0].tolist()}, vlrt {tok['input_ids']}")
+    else:
+        for name, want in [("attention_mask", ref["attention_mask"].bool()), ("position_ids", pos),
+                           ("token_type_ids", ref["token_type_ids"]), ("text_token_mask", masks)]:
+            if not np.array_equal(want.numpy(), text[name]):
+                problems.append(f"{name} differs")
+    if problems:
+        sys.exit("vlrt tokenize disagrees with the reference tokenizer:\n  " + "\n  ".join(problems))
+
+
+def reference_phrases(tokens, caption):
+    """The prompt's phrases as token spans: between special tokens ([CLS], [SEP], ".", "?"),
+    separators excluded, the text as the caption writes it."""
+    specials = {"[CLS]", "[SEP]", ".", "?"}
+    words = [w.strip() for w in caption.replace("?", ".").split(".")]
+    words = [w for w in words if w]
+    spans, begin = [], None
+    for i, t in enumerate(tokens):
+        if t in specials:
+            if begin is not None and i > begin:
+                spans.append((begin, i))
+            begin = i + 1
+    assert len(spans) == len(words), (spans, words)
+    return [{"text": w, "begin": b, "end": e} for w, (b, e) in zip(words, spans)]
+
+
+def detections(logits, boxes, phrases, width, height, box_threshold, text_threshold):
+    """vlrt's postprocess (src/pipelines/grounding/detector.cpp) in float64, with the margins
+    by which each decision was taken (how far a score is from a threshold or from the
+    runner-up) so that a comparison can tell a real disagreement from a near-tie."""
+    prob = 1 / (1 + np.exp(-logits.astype(np.float64)))
+    best = prob.max(-1)
+    out = []
+    margins = {"box_threshold": float(np.min(np.abs(best - box_threshold)))}
+    label_margin = np.inf
+    for q in np.nonzero(best > box_threshold)[0]:
+        label, scores = None, []
+        for ph in phrases:
+            s = prob[q, ph["begin"]:ph["end"]].max()
+            scores.append(s)
+        order = np.argsort(scores)[::-1]
+        if scores[order[0]] > text_threshold:
+            label = phrases[order[0]]["text"]
+            second = max(scores[order[1]] if len(order) > 1 else 0, text_threshold)
+            label_margin = min(label_margin, scores[order[0]] - second)
+        else:
+            label_margin = min(label_margin, text_threshold - scores[order[0]])
+        cx, cy, w, h = (boxes[q].astype(np.float64) * [width, height, width, height]).tolist()
+        x1, y1 = min(max(cx - w / 2, 0), width), min(max(cy - h / 2, 0), height)
+        x2, y2 = min(max(cx + w / 2, 0), width), min(max(cy + h / 2, 0), height)
+        out.append({"query": int(q), "label": label or "", "score": float(best[q]), "box": [x1, y1, x2, y2]})
+    out.sort(key=lambda d: -d["score"])
+    margins["label"] = float(label_margin)
+    return out, margins
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(ROOT, "models", "gdino"))
+    ap.add_argument("--vlrt", default=os.path.join(ROOT, "build", "vlrt"))
+    ap.add_argument("--checkpoint", help="groundingdino_swint_ogc.pth (else random weights)")
+    ap.add_argument("--vocab", help="bert-base-uncased vocab.txt (required with --checkpoint)")
+    ap.add_argument("--image", help="test image (default: a synthetic 1500x900 scene)")
+    ap.add_argument("--prompt", default=DEFAULT_PROMPT)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--logit-scale", type=float, default=0.05,
+                    help="random weights: factor on the text projection (feat_map)")
+    ap.add_argument("--no-export", action="store_true", help="reference outputs only")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    a = ap.parse_args()
+    if a.checkpoint and not a.vocab:
+        ap.error("--checkpoint needs --vocab (the bert-base-uncased vocab.txt it was trained with)")
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    os.makedirs(a.out, exist_ok=True)
+    t_start = time.time()
+
+    # Vocab and test image.
+    vocab = os.path.join(a.out, "vocab.txt")
+    if a.vocab:
+        with open(a.vocab, encoding="utf-8") as f:
+            data = f.read()
+        with open(vocab, "w", encoding="utf-8", newline="\n") as f:
+            f.write(data)
+    else:
+        write_vocab(vocab, a.prompt)
+    image_path = os.path.join(a.out, "test.png")
+    if a.image:
+        from PIL import Image
+        Image.open(a.image).convert("RGB").save(image_path)
+    else:
+        write_test_image(image_path)
+
+    get_tokenizer = import_groundingdino(vocab)
+    import groundingdino.datasets.transforms as T
+    from PIL import Image
+
+    # Text: vlrt's tensors, checked against the reference's tokenizer and masks.
+    tok = vlrt_tokenize(a.vlrt, vocab, a.prompt)
+    text = text_tensors(tok)
+    tokenizer = get_tokenizer("bert-base-uncased")
+    special_tokens = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", ".", "?"])
+    check_text_against_reference(tokenizer, special_tokens, tok["caption"], tok, text)
+    phrases = reference_phrases(tok["tokens"], tok["caption"])
+    vlrt_phrases = [{"text": p["text"], "begin": p["begin"], "end": p["end"]} for p in tok["phrases"]]
+    if phrases != vlrt_phrases:
+        sys.exit(f"phrase spans differ: reference {phrases}, vlrt {vlrt_phrases}")
+    with open(os.path.join(a.out, "text.json"), "w") as f:
+        json.dump(tok, f)
+    print(f"caption {tok['caption']!r}: {len(tok['input_ids'])} tokens {tok['tokens']}")
+
+    # Image, preprocessed as groundingdino.util.inference.load_image does.
+    source = Image.open(image_path).convert("RGB")
+    transform = T.Compose([T.RandomResize([800], max_size=1333), T.ToTensor(), T.Normalize(MEAN, STD)])
+    img, _ = transform(source, None)
+    img = img[None].contiguous()
+    print(f"image {source.size[0]}x{source.size[1]} -> model input {img.shape[3]}x{img.shape[2]}")
+
+    model, args, info = build_model(a.checkpoint, a.seed, a.logit_scale)
+    wrapper = ExportWrapper(model).eval()
+    inputs = {"img": img, **{k: torch.from_numpy(v) for k, v in text.items()}}
+    args_tuple = tuple(inputs[n] for n in INPUTS)
+
+    with torch.no_grad():
+        t0 = time.time()
+        logits, boxes = wrapper(*args_tuple)
+        t_ref = time.time() - t0
+        # The unmodified forward (its own tokenizer and masks, nested tensors) must agree.
+        full = model(img, captions=[tok["caption"]])
+    d_logits = (full["pred_logits"] - logits).abs().nan_to_num(0).max().item()
+    d_boxes = (full["pred_boxes"] - boxes).abs().max().item()
+    print(f"PyTorch forward {t_ref:.1f} s; wrapper vs GroundingDINO.forward: logits {d_logits:.2e}, boxes {d_boxes:.2e}")
+    assert d_logits < 1e-5 and d_boxes < 1e-5, "the export wrapper does not reproduce GroundingDINO.forward"
+
+    logits_np, boxes_np = logits.numpy(), boxes.numpy()
+    finite = np.isfinite(logits_np)
+    dets, margins = detections(logits_np[0], boxes_np[0], phrases, source.size[0], source.size[1],
+                               BOX_THRESHOLD, TEXT_THRESHOLD)
+    prob = 1 / (1 + np.exp(-logits_np[0][finite[0]]))
+    print(f"logits: {finite.sum()} finite of {finite.size}, range [{logits_np[finite].min():.2f}, "
+          f"{logits_np[finite].max():.2f}]; sigmoid quantiles 1/50/99%: "
+          f"{np.quantile(prob, [0.01, 0.5, 0.99]).round(3).tolist()}")
+    print(f"{len(dets)} detections above {BOX_THRESHOLD}; labels "
+          f"{sorted(set(d['label'] for d in dets))}; decision margins {margins}")
+    if not a.checkpoint and not (1 <= len(dets) <= 300):
+        sys.exit(f"degenerate random outputs ({len(dets)} detections): adjust --logit-scale")
+
+    for name in INPUTS:
+        np.save(os.path.join(a.out, name + ".npy"), inputs[name].numpy())
+    np.save(os.path.join(a.out, "expected_logits.npy"), logits_np)
+    np.save(os.path.join(a.out, "expected_boxes.npy"), boxes_np)
+    with open(os.path.join(a.out, "expected_detections.json"), "w") as f:
+        json.dump({"image": image_path, "width": source.size[0], "height": source.size[1],
+                   "prompt": tok["caption"], "box_threshold": BOX_THRESHOLD,
+                   "text_threshold": TEXT_THRESHOLD, "phrases": phrases, "margins": margins,
+                   "detections": dets}, f, indent=1)
+
+    if not a.no_export:
+        path = os.path.join(a.out, "model.onnx")
+        dynamic = {
+            "img": {0: "B", 2: "H", 3: "W"},
+            "input_ids": {0: "B", 1: "L"},
+            "attention_mask": {0: "B", 1: "L"},
+            "position_ids": {0: "B", 1: "L"},
+            "token_type_ids": {0: "B", 1: "L"},
+            "text_token_mask": {0: "B", 1: "L", 2: "L"},
+            "logits": {0: "B"},
+            "boxes": {0: "B"},
+        }
+        t0 = time.time()
+        torch.onnx.export(wrapper, args_tuple, path, opset_version=OPSET, input_names=INPUTS,
+                          output_names=OUTPUTS, dynamic_axes=dynamic, do_constant_folding=True)
+        print(f"exported {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.time() - t0:.0f} s")
+        info["onnx_bytes"] = os.path.getsize(path)
+
+    info.update({"prompt": a.prompt, "caption": tok["caption"], "image": image_path,
+                 "input_size": [int(img.shape[3]), int(img.shape[2])], "opset": OPSET,
+                 "torch": torch.__version__, "pytorch_forward_s": t_ref,
+                 "wrapper_vs_forward": {"logits": d_logits, "boxes": d_boxes},
+                 "detections": len(dets), "total_s": time.time() - t_start})
+    with open(os.path.join(a.out, "reference.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    print(f"wrote {a.out} in {time.time() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Writes tests/fixtures/image: a small PNG, its PIL bilinear resizes (the reference
+GroundingDINO preprocessing resizes with PIL), a JPEG with an EXIF orientation tag,
+and broken files for the error paths.
+
+    /usr/bin/python3 tools/make_image_fixtures.py   (needs numpy and Pillow: python3-pil)
+"""
+import io
+import os
+
+import numpy as np
+from PIL import Image
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "image")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 256, (23, 37, 3), dtype=np.uint8)
+    src[5:15, 10:20] = [255, 0, 0]
+    img = Image.fromarray(src)
+    img.save(os.path.join(OUT, "src.png"))
+    for w, h in [(80, 50), (18, 11), (37, 60), (25, 23)]:
+        img.resize((w, h), Image.BILINEAR).save(os.path.join(OUT, f"pil_{w}x{h}.png"))
+
+    # Orientation 6: the stored pixels must be rotated 90 degrees clockwise for display.
+    tall = Image.fromarray(np.tile(np.arange(16, dtype=np.uint8)[:, None, None] * 16, (1, 8, 3)))  # 8 wide, 16 high
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    tall.save(os.path.join(OUT, "orient6.jpg"), quality=95, exif=exif.tobytes())
+
+    buf = io.BytesIO()
+    tall.save(buf, format="JPEG", quality=95)
+    data = buf.getvalue()
+    with open(os.path.join(OUT, "truncated.jpg"), "wb") as f:
+        f.write(data[: len(data) // 2])
+    # A PNG header claiming 50000x50000 pixels, with no pixel data behind it.
+    png = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(png, format="PNG")
+    b = bytearray(png.getvalue())
+    b[16:24] = (50000).to_bytes(4, "big") + (50000).to_bytes(4, "big")
+    with open(os.path.join(OUT, "huge_header.png"), "wb") as f:
+        f.write(bytes(b))
+    with open(os.path.join(OUT, "not_an_image.png"), "wb") as f:
+        f.write(b"hello, this is text\n")
+
+
+if __name__ == "__main__":
+    main()
