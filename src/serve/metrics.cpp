@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <charconv>
 
 #include "core/error.h"
 
@@ -13,9 +13,9 @@ namespace {
 std::string number(double v) {
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v)) return "NaN";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest form that reads back exactly
+  return std::string(buf, r.ptr);
 }
 
 // Series keys are rendered label sets; a histogram bucket adds le="..." to them.

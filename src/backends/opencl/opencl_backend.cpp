@@ -1,6 +1,8 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <climits>
+#include <chrono>
+#include <cstdio>
 #include <map>
 
 #include "ops/op_schema.h"
@@ -251,7 +253,10 @@ void OpenClBackend::execute(const Node& node, int64_t opset, const std::vector<c
   for (const Tensor* t : inputs) check_size(t);
   for (const Tensor* t : outputs) check_size(t);
   ClContext ctx(*this, node, opset, inputs, outputs);
+  auto t0 = std::chrono::steady_clock::now();
   it->second.run(ctx);
+  clFinish(queue_);
+  fprintf(stderr, "PROF %s %.3f %s\n", node.op_type.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), inputs[0] ? inputs[0]->describe().c_str() : "");
 }
 
 void OpenClBackend::synchronize() { cl_check(clFinish(queue_), cat("clFinish on ", description_).c_str()); }

@@ -1,0 +1,185 @@
+// vlrt detect and vlrt label end to end on a small GroundingDINO-contract model:
+// outputs, and every bad input giving a clear message and a non-zero exit.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_util.h"
+#include "load/onnx_loader.h"
+#include "pipelines/grounding/image.h"
+
+namespace vlrt {
+
+namespace fs = std::filesystem;
+using test::run_cli;
+using test::source_path;
+
+namespace {
+
+const std::string kModel = source_path("tests/fixtures/grounding/tiny/model.onnx");
+const std::string kImage = source_path("tests/fixtures/image/src.png");
+const std::string kPrompt = "\"red circle . blue star .\"";
+
+std::string detect_args(const std::string& image, const std::string& extra = "") {
+  return "detect " + image + " --model " + kModel + " --prompt " + kPrompt + " " + extra;
+}
+
+// A folder of n copies of the test image (some in a subfolder), plus optional extras.
+std::string image_folder(const std::string& name, int n) {
+  std::string dir = test::temp_dir(name);
+  fs::create_directories(dir + "/sub");
+  for (int i = 0; i < n; i++)
+    fs::copy_file(kImage, dir + (i % 3 == 0 ? "/sub/" : "/") + "img" + std::to_string(100 + i) + ".png");
+  return dir;
+}
+
+std::map<std::string, std::string> read_tree(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+  return files;
+}
+
+}  // namespace
+
+TEST(DetectCli, PrintsTableAndWritesJsonAndPng) {
+  std::string dir = test::temp_dir("detect_ok");
+  auto r = run_cli(detect_args(kImage, "--json " + dir + "/d.json --draw " + dir + "/d.png"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("label"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("wrote " + dir + "/d.png"), std::string::npos) << r.output;
+  auto j = nlohmann::json::parse(read_file(dir + "/d.json"));
+  EXPECT_EQ(j["width"], 37);
+  ASSERT_TRUE(j["detections"].is_array());
+  for (auto& d : j["detections"]) {
+    EXPECT_GT(d["score"].get<double>(), 0.35);
+    EXPECT_EQ(d["box"].size(), 4u);
+  }
+  grounding::Image drawn = grounding::load_image(dir + "/d.png");
+  EXPECT_EQ(drawn.width, 37);
+  EXPECT_EQ(drawn.height, 23);
+}
+
+TEST(DetectCli, BadInputsAreClearErrors) {
+  std::string dir = test::temp_dir("detect_bad");
+  auto missing = run_cli(detect_args(dir + "/nope.png"));
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("no such file"), std::string::npos) << missing.output;
+
+  auto text = run_cli(detect_args(source_path("tests/fixtures/image/not_an_image.png")));
+  EXPECT_NE(text.exit_code, 0);
+  EXPECT_NE(text.output.find("not an image"), std::string::npos) << text.output;
+
+  auto empty = run_cli("detect " + kImage + " --model " + kModel + " --prompt \" . \"");
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_NE(empty.output.find("error:"), std::string::npos) << empty.output;
+
+  auto contract = run_cli("detect " + kImage + " --model " + source_path("models/tiny/tiny_cnn.onnx") +
+                          " --vocab " + source_path("tests/fixtures/grounding/tiny/vocab.txt") + " --prompt " + kPrompt);
+  EXPECT_NE(contract.exit_code, 0);
+  EXPECT_NE(contract.output.find("does not follow the GroundingDINO model contract"), std::string::npos)
+      << contract.output;
+  EXPECT_NE(contract.output.find("missing input 'input_ids'"), std::string::npos) << contract.output;
+  EXPECT_NE(contract.output.find("unexpected input 'image'"), std::string::npos) << contract.output;
+
+  // A vocab without [CLS].
+  std::string vocab = read_file(source_path("tests/fixtures/grounding/tiny/vocab.txt"));
+  size_t at = vocab.find("[CLS]\n");
+  ASSERT_NE(at, std::string::npos);
+  vocab.replace(at, 6, "[XLS]\n");
+  std::ofstream(dir + "/vocab.txt") << vocab;
+  auto novocab = run_cli(detect_args(kImage, "--vocab " + dir + "/vocab.txt"));
+  EXPECT_NE(novocab.exit_code, 0);
+  EXPECT_NE(novocab.output.find("[CLS]"), std::string::npos) << novocab.output;
+}
+
+TEST(LabelCli, AllFormatsAndUnreadableImagesAreSkipped) {
+  std::string dir = image_folder("label_in", 4);
+  fs::copy_file(source_path("tests/fixtures/image/truncated.jpg"), dir + "/sub/broken.jpg");
+  for (std::string format : {"coco", "yolo", "labelme"}) {
+    std::string out = test::temp_dir("label_out_" + format);
+    auto r = run_cli("label " + dir + " --model " + kModel + " --prompt " + kPrompt + " --format " + format +
+                     " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << r.output;  // some images unreadable
+    EXPECT_NE(r.output.find("skipped sub/broken.jpg"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("labelled 4 images"), std::string::npos) << r.output;
+    if (format == "coco") {
+      auto coco = nlohmann::json::parse(read_file(out + "/annotations.json"));
+      EXPECT_EQ(coco["images"].size(), 4u);
+      EXPECT_EQ(coco["categories"].size(), 2u);
+      EXPECT_EQ(coco["categories"][1]["name"], "blue star");
+    } else if (format == "yolo") {
+      EXPECT_EQ(read_file(out + "/classes.txt"), "red circle\nblue star\n");
+      EXPECT_TRUE(fs::exists(out + "/labels/sub/img100.txt"));
+    } else {
+      auto lm = nlohmann::json::parse(read_file(out + "/img101.json"));
+      EXPECT_EQ(lm["imageWidth"], 37);
+      EXPECT_TRUE(lm["shapes"].is_array());
+    }
+  }
+  auto bad = run_cli("label " + dir + " --model " + kModel + " --prompt " + kPrompt + " --format voc --out " + dir + "/o");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--format must be coco, yolo or labelme"), std::string::npos) << bad.output;
+}
+
+TEST(LabelCli, KilledRunResumesToTheSameOutput) {
+  std::string dir = image_folder("label_resume_in", 50);
+  std::string full = test::temp_dir("label_full");
+  auto r = run_cli("label " + dir + " --model " + kModel + " --prompt " + kPrompt + " --format yolo --batch 1 --out " + full);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  std::string part = test::temp_dir("label_part");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    std::string model = kModel;
+    execl(VLRT_BINARY, VLRT_BINARY, "label", dir.c_str(), "--model", model.c_str(), "--prompt",
+          "red circle . blue star .", "--format", "yolo", "--batch", "1", "--threads", "1", "--out", part.c_str(),
+          (char*)nullptr);
+    _exit(127);
+  }
+  // Kill it once some, not all, images are done.
+  size_t records = 0;
+  for (int i = 0; i < 20000 && records < 5; i++) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    records = 0;
+    if (fs::exists(part + "/.vlrt-label/records"))
+      for (auto& e : fs::recursive_directory_iterator(part + "/.vlrt-label/records"))
+        records += e.path().extension() == ".json";
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_GE(records, 5u);
+  EXPECT_LT(records, 50u) << "the run finished before it could be interrupted";
+
+  auto resumed = run_cli("label " + dir + " --model " + kModel + " --prompt " + kPrompt + " --format yolo --batch 1 --out " + part);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("from an earlier run"), std::string::npos) << resumed.output;
+  auto a = read_tree(full), b = read_tree(part);
+  a.erase(".vlrt-label/run.json");
+  b.erase(".vlrt-label/run.json");
+  EXPECT_EQ(a.size(), b.size());
+  for (auto& [name, content] : a) {
+    if (name.find(".tmp") != std::string::npos) continue;
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_EQ(b[name], content) << name;
+  }
+  for (auto& [name, content] : b) EXPECT_EQ(name.find(".tmp"), std::string::npos) << "left behind: " << name;
+
+  auto other = run_cli("label " + dir + " --model " + kModel + " --prompt \"green ring .\" --format yolo --out " + part);
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("holds an earlier run with other settings"), std::string::npos) << other.output;
+}
+
+}  // namespace vlrt
