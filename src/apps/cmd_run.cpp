@@ -44,6 +44,12 @@ void run(const RunArgs& a) {
   options.plan = plan_options(a.device_args);
   Session session(load_model(a.model, {.verify_hash = !a.no_verify_hash}), options);
   TensorMap outputs = session.run(inputs);
+  const Plan& plan = session.plan(signature_of(inputs));
+  std::string placement;
+  for (auto& dp : plan.devices)
+    if (dp.nodes) placement += cat(placement.empty() ? "" : ", ", dp.device.str(), " ", dp.nodes, " nodes");
+  std::cout << "ran on " << placement << "; transfers: " << plan.transfers.size() << " planned, "
+            << session.executor().transfers_executed() << " executed\n";
   if (!a.output_dir.empty()) std::filesystem::create_directories(a.output_dir);
   for (auto& [name, t] : outputs) {
     std::cout << name << ": " << summarize(t) << "\n";

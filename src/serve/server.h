@@ -1,0 +1,101 @@
+// `vlrt serve`: a GroundingDINO-contract detector behind HTTP. POST /v1/detect, the KServe
+// v2 protocol (health, model metadata, raw-tensor infer), GET /metrics. Requests are
+// decoded and preprocessed on the HTTP threads; the model runs on the batcher's one worker.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "pipelines/grounding/detector.h"
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+class Request;
+struct Response;
+}  // namespace httplib
+
+namespace vlrt::serve {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port
+  std::string model_name;  // "" : from the model's file name (its folder's for model.onnx)
+  int64_t max_batch = 0;   // 0: the plan's largest that fits the memory budget
+  double max_queue_delay_ms = 2;
+  size_t max_queue = 128;
+  int timeout_ms = 30000;
+  size_t max_body_bytes = 32 << 20;
+  size_t max_prompt_bytes = 2048;
+  int64_t max_image_pixels = 64'000'000;
+  int http_threads = 64;
+  bool warm_up = true;  // one detection at start, so the plan and the gauges exist before traffic
+};
+
+// Counts for the exit line and the shutdown test.
+struct ServeStats {
+  uint64_t accepted = 0;   // queued for the model
+  uint64_t completed = 0;  // of those, answered with the model's result
+  uint64_t timed_out = 0;  // of those, answered 504
+  uint64_t refused = 0;    // 503: queue full or shutting down
+};
+
+class Server {
+ public:
+  Server(std::unique_ptr<grounding::Detector> detector, ServeOptions options, double load_seconds = 0);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the port (fails naming host and port) and returns it.
+  int bind();
+  // Serves until shutdown() (blocks). bind() first.
+  void listen();
+  // Starts listen() on a thread of its own (tests); returns the port.
+  int start();
+  // New requests get 503, queued and running ones complete, then the listener stops and
+  // listen() returns. Safe from any thread, idempotent; returns when drained.
+  void shutdown();
+
+  const std::string& model_name() const { return model_name_; }
+  Metrics& metrics() { return metrics_; }
+  ServeStats stats() const;
+
+ private:
+  struct DetectJob;
+  struct InferJob;
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
+  void handle_detect(const httplib::Request& req, httplib::Response& res);
+  void handle_infer(const httplib::Request& req, httplib::Response& res);
+  void handle_metrics(httplib::Response& res);
+  // Queues a job and waits for it; throws HttpError 503 / 504.
+  void run_job(const std::shared_ptr<Job>& job);
+  int64_t batch_limit(const Job& job);
+  void run_batch(const std::vector<std::shared_ptr<Job>>& batch);
+  void run_detect_batch(const std::vector<std::shared_ptr<Job>>& batch);
+  void record_memory(const std::map<std::string, std::pair<DType, Shape>>& signature);
+  void warm_up();
+
+  std::unique_ptr<grounding::Detector> detector_;
+  ServeOptions options_;
+  std::string model_name_;
+  Metrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Batcher> batcher_;
+  std::map<std::string, int64_t> batch_limits_;  // worker thread only: "WxH/L" -> plan's max batch
+  std::atomic<bool> ready_{false}, draining_{false};
+  std::atomic<uint64_t> accepted_{0}, completed_{0}, timed_out_{0}, refused_{0};
+  std::mutex shutdown_mu_;
+  std::thread listen_thread_;
+};
+
+// The KServe name for a model file: its stem, or its folder's name for ".../NAME/model.onnx".
+std::string default_model_name(const std::string& model_path);
+
+}  // namespace vlrt::serve
