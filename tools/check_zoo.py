@@ -42,6 +42,10 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--tolerance", type=float, default=1e-4, help="max abs error / output scale")
     ap.add_argument("--no-ort", action="store_true", help="skip the ONNX Runtime timing")
+    ap.add_argument("--devices", default="", help="run on these devices, e.g. opencl:0,cpu")
+    ap.add_argument("--split", action="store_true",
+                    help="cap the first device at half of what the model needs there, forcing a pipeline split")
+    ap.add_argument("--no-bench", action="store_true", help="check outputs only")
     a = ap.parse_args()
     rows, ok = [], True
     for d in sorted(glob.glob(os.path.join(a.zoo, "*", "model.onnx"))):
@@ -50,8 +54,18 @@ def main():
         inputs = {os.path.basename(p)[:-4]: p for p in glob.glob(os.path.join(d, "*.npy"))
                   if not os.path.basename(p).startswith("expected_")}
         model = os.path.join(d, "model.onnx")
+        shapes = []
+        for k, p in inputs.items():
+            shapes += ["--input", f"{k}=" + "x".join(str(s) for s in np.load(p).shape)]
+        device_args = ["--devices", a.devices] if a.devices else []
+        if a.split:
+            first = (a.devices or "cpu").split(",")[0]
+            plan = json.loads(subprocess.run([a.vlrt, "plan", model, "--json", "--batch-limit", "1"] + shapes + device_args,
+                                             capture_output=True, text=True, check=True).stdout)
+            need = plan["devices"][first]
+            device_args += ["--memory", f"{first}={(need['weight_bytes'] + need['peak_activation_bytes']) // 2}"]
         with tempfile.TemporaryDirectory() as out:
-            cmd = [a.vlrt, "run", model, "--threads", str(a.threads), "--output-dir", out]
+            cmd = [a.vlrt, "run", model, "--threads", str(a.threads), "--output-dir", out] + device_args
             for k, p in inputs.items():
                 cmd += ["--input", f"{k}={p}"]
             r = subprocess.run(cmd, capture_output=True, text=True)
@@ -60,6 +74,14 @@ def main():
                 rows.append((name, "FAILED", "", "", ""))
                 ok = False
                 continue
+            line = next((l for l in r.stdout.splitlines() if l.startswith("ran on")), "")
+            print(f"{name}: {line}", file=sys.stderr)
+            planned = executed = None
+            if "transfers:" in line:
+                parts = line.split("transfers:")[1].split()
+                planned, executed = int(parts[0]), int(parts[2])
+            if planned != executed:
+                ok = False
             worst = 0.0
             for e in glob.glob(os.path.join(d, "expected_*.npy")):
                 oname = os.path.basename(e)[len("expected_"):-4]
@@ -67,10 +89,12 @@ def main():
                 got = np.load(os.path.join(out, oname + ".npy"))
                 err = float(np.max(np.abs(got.astype(np.float64) - exp))) / max(float(np.max(np.abs(exp))), 1e-12)
                 worst = max(worst, err)
-        shapes = []
-        for k, p in inputs.items():
-            shapes += ["--input", f"{k}=" + "x".join(str(s) for s in np.load(p).shape)]
-        b = subprocess.run([a.vlrt, "bench", model, "--threads", str(a.threads), "--runs", str(a.runs), "--json"] + shapes,
+        if a.no_bench:
+            ok = ok and worst <= a.tolerance
+            rows.append((name, f"{worst:.2e}", "", "", "", ""))
+            continue
+        b = subprocess.run([a.vlrt, "bench", model, "--threads", str(a.threads), "--runs", str(a.runs), "--json"] + shapes
+                           + device_args,
                            capture_output=True, text=True)
         bench = json.loads(b.stdout) if b.returncode == 0 else {"median_ms": float("nan"), "peak_rss_bytes": 0}
         ort_ms = float("nan") if a.no_ort else ort_median_ms(model, {k: np.load(p) for k, p in inputs.items()},
