@@ -182,16 +182,11 @@ bool has_nonempty(const InferContext& ctx, size_t i) {
 void check_resize_attrs(const InferContext& ctx, size_t num_axes) {
   const Node& n = ctx.node;
   attr_choice(n, "mode", "nearest", {"nearest", "linear", "cubic"});
-  std::string ctm = ctx.opset < 13 ? attr_choice(n, "coordinate_transformation_mode", "half_pixel",
-                                                 {"half_pixel", "pytorch_half_pixel", "align_corners",
-                                                  "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"})
-                    : ctx.opset < 18
-                        ? attr_choice(n, "coordinate_transformation_mode", "half_pixel",
-                                      {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                       "tf_crop_and_resize"})
-                        : attr_choice(n, "coordinate_transformation_mode", "half_pixel",
-                                      {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
-                                       "align_corners", "asymmetric", "tf_crop_and_resize"});
+  std::string ctm = attr_choice(n, "coordinate_transformation_mode", "half_pixel",
+                                {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+                                 "asymmetric", "tf_crop_and_resize", "tf_half_pixel_for_nn"});
+  if (ctm == "tf_half_pixel_for_nn" && ctx.opset >= 13)
+    fail("coordinate_transformation_mode 'tf_half_pixel_for_nn' was removed in opset 13");
   attr_choice(n, "nearest_mode", "round_prefer_floor",
               {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
   int64_t eo = n.attr_int("exclude_outside", 0);

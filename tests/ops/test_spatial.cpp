@@ -512,6 +512,9 @@ TEST(Spatial, ResizeErrors) {
                Error);
   EXPECT_THROW(run_op("Resize", {x, none(), none(), i64({8, 8}, {2})}, {{"axes", attr_ints({2, 2})}}, 1, 18),
                Error);
+  EXPECT_THROW(resize13(x, none(), scales({1, 1, 2, 2}), none(),
+                        {{"coordinate_transformation_mode", attr_s("tf_half_pixel_for_nn")}}),
+               Error);
   EXPECT_THROW(run_op("Upsample", {x, scales({1, 1, 0.5f, 2})}, {}, 1, 9), Error);
 }
 
