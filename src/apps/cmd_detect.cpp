@@ -1,11 +1,11 @@
 // vlrt detect IMAGE --prompt "person . bicycle .": labelled boxes for one image.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/grounding_options.h"
+#include "io/files.h"
 #include "pipelines/grounding/draw.h"
 
 namespace vlrt {
@@ -19,17 +19,6 @@ struct DetectArgs {
   std::string draw_out;
   GroundingArgs g;
 };
-
-void write_atomically(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail(path, ": cannot open for writing");
-    f.write(data.data(), std::streamsize(data.size()));
-    if (!f) fail(path, ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename temporary file into place");
-}
 
 void detect(const DetectArgs& a) {
   auto detector = make_detector(a.g);
@@ -59,11 +48,11 @@ void detect(const DetectArgs& a) {
     j["latency_ms"] = ms;
     j["detections"] = nlohmann::json::array();
     for (auto& d : dets) j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
-    write_atomically(a.json_out, j.dump(2) + "\n");
+    write_file_atomically(a.json_out, j.dump(2) + "\n");
     std::printf("wrote %s\n", a.json_out.c_str());
   }
   if (!a.draw_out.empty()) {
-    write_atomically(a.draw_out, grounding::encode_png(grounding::draw_detections(img, dets)));
+    write_file_atomically(a.draw_out, grounding::encode_png(grounding::draw_detections(img, dets)));
     std::printf("wrote %s\n", a.draw_out.c_str());
   }
 }

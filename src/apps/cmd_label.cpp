@@ -6,13 +6,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "apps/grounding_options.h"
-#include "load/onnx_loader.h"
+#include "io/files.h"
 
 namespace vlrt {
 
@@ -30,17 +29,10 @@ struct LabelArgs {
   GroundingArgs g;
 };
 
-void write_atomically(const fs::path& path, const std::string& data) {
+// Records and annotations mirror the image folders, which may not exist under the output yet.
+void write_output_file(const fs::path& path, const std::string& data) {
   fs::create_directories(path.parent_path());
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail(path.string(), ": cannot open for writing");
-    f.write(data.data(), std::streamsize(data.size()));
-    if (!f) fail(path.string(), ": write failed");
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(path.string(), data);
 }
 
 std::vector<std::string> find_images(const fs::path& dir) {
@@ -142,7 +134,7 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
                       (x2 - x1) / w, (y2 - y1) / h);
         txt += line;
       }
-      write_atomically(out / "labels" / (stem.string() + ".txt"), txt);
+      write_output_file(out / "labels" / (stem.string() + ".txt"), txt);
     } else {
       json lm = {{"version", "5.0.1"},  {"flags", json::object()},        {"shapes", json::array()},
                  {"imagePath", fs::relative(fs::path(a.dir) / images[i], (out / stem).parent_path()).generic_string()},
@@ -155,14 +147,14 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
                                 {"shape_type", "rectangle"},
                                 {"flags", json::object()}});
       }
-      write_atomically(out / (stem.string() + ".json"), lm.dump(2) + "\n");
+      write_output_file(out / (stem.string() + ".json"), lm.dump(2) + "\n");
     }
   }
-  if (a.format == "coco") write_atomically(out / "annotations.json", coco.dump(1) + "\n");
+  if (a.format == "coco") write_output_file(out / "annotations.json", coco.dump(1) + "\n");
   if (a.format == "yolo") {
     std::string names;
     for (auto& c : categories) names += c + "\n";
-    write_atomically(out / "classes.txt", names);
+    write_output_file(out / "classes.txt", names);
   }
 }
 
@@ -191,7 +183,7 @@ int label(const LabelArgs& a) {
       fail(a.out, " holds an earlier run with other settings (", prev.dump(), "); use another --out directory "
            "or delete it to start over");
   } else {
-    write_atomically(run_file, run.dump(2) + "\n");
+    write_output_file(run_file, run.dump(2) + "\n");
   }
 
   std::vector<std::string> images = find_images(a.dir);
@@ -248,7 +240,7 @@ int label(const LabelArgs& a) {
     for (auto& im : imgs) ptrs.push_back(&im);
     auto results = detector->detect(ptrs, caption);
     for (size_t k = 0; k < imgs.size(); k++) {
-      write_atomically(records / (names[k] + ".json"), record_json(imgs[k], results[k]).dump() + "\n");
+      write_output_file(records / (names[k] + ".json"), record_json(imgs[k], results[k]).dump() + "\n");
       boxes += results[k].size();
     }
     done += imgs.size();

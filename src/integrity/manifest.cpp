@@ -1,14 +1,12 @@
 #include "integrity/manifest.h"
 
-#include <unistd.h>
-
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "integrity/load_model.h"
 #include "integrity/sha256.h"
+#include "io/files.h"
 #include "load/onnx_loader.h"
 
 namespace vlrt {
@@ -53,22 +51,10 @@ Manifest write_manifest(const std::string& model_path, const std::string& vocab_
 
   nlohmann::json j = {{"vlrt_manifest", 1}, {"model", m.model}, {"files", nlohmann::json::array()}};
   for (auto& f : m.files) j["files"].push_back({{"path", f.path}, {"size", f.size}, {"sha256", f.sha256}});
-  std::string out = manifest_path(model_path);
-  std::string tmp = cat(out, ".tmp", getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << j.dump(2) << "\n";
-    f.close();
-    if (!f) {
-      fs::remove(tmp);
-      fail(tmp, ": cannot write the manifest (is the folder writable?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    fs::remove(tmp);
-    fail(out, ": cannot write the manifest (", ec.message(), ")");
+  try {
+    write_file_atomically(manifest_path(model_path), j.dump(2) + "\n");
+  } catch (const Error& e) {
+    fail("cannot write the manifest: ", e.what());
   }
   return m;
 }

@@ -1,9 +1,8 @@
 #include "io/npy.h"
 
 #include <cstring>
-#include <fstream>
 
-#include "load/onnx_loader.h"
+#include "io/files.h"
 
 namespace vlrt {
 
@@ -98,19 +97,10 @@ void write_npy(const std::string& path, const Tensor& t) {
   std::string h = cat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (", shape, "), }");
   size_t total = 10 + h.size() + 1;
   h += std::string((64 - total % 64) % 64, ' ') + "\n";
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail(path, ": cannot open for writing");
-    f.write("\x93NUMPY\x01\x00", 8);
-    uint16_t len = uint16_t(h.size());
-    f.put(char(len & 0xff));
-    f.put(char(len >> 8));
-    f.write(h.data(), std::streamsize(h.size()));
-    f.write(static_cast<const char*>(t.raw()), std::streamsize(t.nbytes()));
-    if (!f) fail(path, ": write failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail(path, ": cannot rename temporary file into place");
+  uint16_t len = uint16_t(h.size());
+  const char prefix[10] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0, char(len & 0xff), char(len >> 8)};
+  write_file_atomically(path, {std::string_view(prefix, sizeof prefix), h,
+                               std::string_view(static_cast<const char*>(t.raw()), t.nbytes())});
 }
 
 }  // namespace vlrt

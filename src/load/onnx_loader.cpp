@@ -13,17 +13,6 @@ namespace vlrt {
 namespace fs = std::filesystem;
 using W = ProtoReader::WireType;
 
-std::string read_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) fail(path, ": no such file");
-  if (fs::is_directory(path, ec)) fail(path, ": is a directory, expected a file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, ": cannot open for reading");
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(path, ": read error");
-  return data;
-}
-
 namespace {
 
 struct ExternalRef {
@@ -31,6 +20,17 @@ struct ExternalRef {
   int64_t offset = 0;
   int64_t length = -1;
 };
+
+// A StringStringEntryProto (external_data, metadata_props): key and value.
+std::pair<std::string, std::string> parse_string_entry(ProtoReader r) {
+  std::pair<std::string, std::string> kv;
+  r.for_each_field([&](uint32_t field, W type) {
+    if (field == 1) kv.first = r.read_string();
+    else if (field == 2) kv.second = r.read_string();
+    else r.skip(type);
+  });
+  return kv;
+}
 
 // Fills a tensor from ONNX's typed repeated fields (used when raw_data is absent).
 template <class Dst, class Src> void copy_values(Tensor& t, const std::vector<Src>& v, const std::string& name) {
@@ -54,9 +54,7 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
   ExternalRef ext;
   bool external = false;
   bool has_strings = false;
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
       case 1: r.read_repeated(type, [&](ProtoReader& s) { dims.push_back(s.read_int64()); }); break;
       case 2: data_type = int32_t(r.read_varint()); break;
@@ -69,15 +67,7 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
       case 10: r.read_repeated(type, [&](ProtoReader& s) { doubles.push_back(s.read_double()); }); break;
       case 11: r.read_repeated(type, [&](ProtoReader& s) { uint64s.push_back(s.read_varint()); }); break;
       case 13: {
-        ProtoReader kv = r.read_message();
-        std::string key, value;
-        uint32_t f2;
-        W t2;
-        while (kv.next(f2, t2)) {
-          if (f2 == 1) key = kv.read_string();
-          else if (f2 == 2) value = kv.read_string();
-          else kv.skip(t2);
-        }
+        auto [key, value] = parse_string_entry(r.read_message());
         if (key == "location") ext.location = value;
         else if (key == "offset") ext.offset = std::stoll(value);
         else if (key == "length") ext.length = std::stoll(value);
@@ -86,7 +76,7 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
       case 14: external = r.read_varint() == 1; break;
       default: r.skip(type);
     }
-  }
+  });
   if (out_name) *out_name = name;
   std::string label = name.empty() ? std::string("tensor") : cat("tensor '", name, "'");
   DType dt = dtype_from_onnx(data_type);
@@ -138,67 +128,56 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
   return t;
 }
 
+// A TensorShapeProto.Dimension: a size or a symbolic name.
+Dim parse_dim(ProtoReader r) {
+  Dim d;
+  r.for_each_field([&](uint32_t field, W type) {
+    if (field == 1) d.value = r.read_int64();
+    else if (field == 2) d.param = r.read_string();
+    else r.skip(type);
+  });
+  return d;
+}
+
+// A TypeProto.Tensor: the element type and, when declared, the shape.
+void parse_tensor_type(ProtoReader r, ValueDecl& v) {
+  r.for_each_field([&](uint32_t field, W type) {
+    if (field == 1) {
+      v.dtype = dtype_from_onnx(int32_t(r.read_varint()));
+    } else if (field == 2) {
+      v.has_shape = true;
+      r.read_message().for_each_message(1, [&](ProtoReader dim) { v.dims.push_back(parse_dim(dim)); });
+    } else {
+      r.skip(type);
+    }
+  });
+}
+
 void parse_type(ProtoReader r, ValueDecl& v) {
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
-    if (field != 1) {  // sequence, map, optional: not tensors
+  r.for_each_field([&](uint32_t field, W type) {
+    if (field == 1) {
+      parse_tensor_type(r.read_message(), v);
+    } else {  // sequence, map, optional: not tensors
       r.skip(type);
       v.dtype = DType::undefined;
-      continue;
     }
-    ProtoReader tt = r.read_message();
-    uint32_t f2;
-    W t2;
-    while (tt.next(f2, t2)) {
-      if (f2 == 1) {
-        v.dtype = dtype_from_onnx(int32_t(tt.read_varint()));
-      } else if (f2 == 2) {
-        v.has_shape = true;
-        ProtoReader shape = tt.read_message();
-        uint32_t f3;
-        W t3;
-        while (shape.next(f3, t3)) {
-          if (f3 != 1) {
-            shape.skip(t3);
-            continue;
-          }
-          ProtoReader dim = shape.read_message();
-          Dim d;
-          uint32_t f4;
-          W t4;
-          while (dim.next(f4, t4)) {
-            if (f4 == 1) d.value = dim.read_int64();
-            else if (f4 == 2) d.param = dim.read_string();
-            else dim.skip(t4);
-          }
-          v.dims.push_back(d);
-        }
-      } else {
-        tt.skip(t2);
-      }
-    }
-  }
+  });
 }
 
 ValueDecl parse_value_info(ProtoReader r) {
   ValueDecl v;
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     if (field == 1) v.name = r.read_string();
     else if (field == 2) parse_type(r.read_message(), v);
     else r.skip(type);
-  }
+  });
   return v;
 }
 
 Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::string& name) {
   Attribute a;
   int32_t declared = 0;
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
       case 1: name = r.read_string(); break;
       case 2: a.f = r.read_float(); break;
@@ -212,7 +191,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
       case 20: declared = int32_t(r.read_varint()); break;
       default: r.skip(type);
     }
-  }
+  });
   switch (declared) {
     case 1: a.kind = Attribute::Kind::f; break;
     case 2: a.kind = Attribute::Kind::i; break;
@@ -229,9 +208,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
 
 Node parse_node(ProtoReader r, const std::string& base_dir) {
   Node n;
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
       case 1: n.inputs.push_back(r.read_string()); break;
       case 2: n.outputs.push_back(r.read_string()); break;
@@ -246,7 +223,7 @@ Node parse_node(ProtoReader r, const std::string& base_dir) {
       case 7: n.domain = r.read_string(); break;
       default: r.skip(type);
     }
-  }
+  });
   if (n.domain == "ai.onnx") n.domain.clear();
   return n;
 }
@@ -254,9 +231,7 @@ Node parse_node(ProtoReader r, const std::string& base_dir) {
 Graph parse_graph(ProtoReader r, const std::string& base_dir) {
   Graph g;
   std::vector<ValueDecl> declared_inputs;
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
       case 1: g.nodes.push_back(parse_node(r.read_message(), base_dir)); break;
       case 5: {
@@ -271,7 +246,7 @@ Graph parse_graph(ProtoReader r, const std::string& base_dir) {
       case 15: unsupported("sparse initializers are not supported");
       default: r.skip(type);
     }
-  }
+  });
   // Before IR version 4 initializers were also listed as inputs; they are not runtime inputs.
   for (auto& v : declared_inputs)
     if (!g.initializers.count(v.name)) g.inputs.push_back(std::move(v));
@@ -281,57 +256,43 @@ Graph parse_graph(ProtoReader r, const std::string& base_dir) {
   return g;
 }
 
+// An OperatorSetIdProto: the domain ("" for the default one, however written) and its version.
+std::pair<std::string, int64_t> parse_opset(ProtoReader r) {
+  std::pair<std::string, int64_t> op{"", 0};
+  r.for_each_field([&](uint32_t field, W type) {
+    if (field == 1) op.first = r.read_string();
+    else if (field == 2) op.second = r.read_int64();
+    else r.skip(type);
+  });
+  if (op.first == "ai.onnx") op.first.clear();
+  return op;
+}
+
 // Adds a TensorProto's external-data location to `out`, once.
 void scan_tensor_locations(ProtoReader r, std::vector<std::string>& out) {
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
-    if (field != 13) {
-      r.skip(type);
-      continue;
-    }
-    ProtoReader kv = r.read_message();
-    std::string key, value;
-    uint32_t f2;
-    W t2;
-    while (kv.next(f2, t2)) {
-      if (f2 == 1) key = kv.read_string();
-      else if (f2 == 2) value = kv.read_string();
-      else kv.skip(t2);
-    }
+  r.for_each_message(13, [&](ProtoReader entry) {
+    auto [key, value] = parse_string_entry(entry);
     if (key == "location" && std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
-  }
+  });
 }
 
 // Walks initializers and tensor attributes, subgraphs included.
 void scan_graph_locations(ProtoReader r, std::vector<std::string>& out) {
-  uint32_t field;
-  W type;
-  while (r.next(field, type)) {
+  r.for_each_field([&](uint32_t field, W type) {
     if (field == 5) {
       scan_tensor_locations(r.read_message(), out);
     } else if (field == 1) {
-      ProtoReader node = r.read_message();
-      uint32_t f2;
-      W t2;
-      while (node.next(f2, t2)) {
-        if (f2 != 5) {
-          node.skip(t2);
-          continue;
-        }
-        ProtoReader attr = node.read_message();
-        uint32_t f3;
-        W t3;
-        while (attr.next(f3, t3)) {
-          if (f3 == 5 || f3 == 10) scan_tensor_locations(attr.read_message(), out);
-          else if (f3 == 6 || f3 == 11) scan_graph_locations(attr.read_message(), out);
-          else attr.skip(t3);
-        }
-      }
+      r.read_message().for_each_message(5, [&](ProtoReader attr) {
+        attr.for_each_field([&](uint32_t f, W t) {
+          if (f == 5 || f == 10) scan_tensor_locations(attr.read_message(), out);
+          else if (f == 6 || f == 11) scan_graph_locations(attr.read_message(), out);
+          else attr.skip(t);
+        });
+      });
     } else {
       r.skip(type);
     }
-  }
+  });
 }
 
 }  // namespace
@@ -341,12 +302,7 @@ std::vector<std::string> external_data_files(const std::string& path) {
   std::vector<std::string> out;
   try {
     ProtoReader r(reinterpret_cast<const uint8_t*>(data.data()), data.size());
-    uint32_t field;
-    W type;
-    while (r.next(field, type)) {
-      if (field == 7) scan_graph_locations(r.read_message(), out);
-      else r.skip(type);
-    }
+    r.for_each_message(7, [&](ProtoReader graph) { scan_graph_locations(graph, out); });
   } catch (const Truncated& e) {
     fail(path, ": the file is truncated (", data.size(), " bytes; ", e.what(), ")");
   }
@@ -363,14 +319,12 @@ Model load_onnx(const std::string& path) {
   if (data.empty()) fail(path, ": the file is empty");
   Model m;
   m.path = path;
-  std::string base_dir = fs::path(path).parent_path().string();
-  if (base_dir.empty()) base_dir = ".";
+  fs::path dir = fs::path(path).parent_path();
+  std::string base_dir = dir.empty() ? std::string(".") : dir.string();
   bool has_graph = false;
   try {
     ProtoReader r(reinterpret_cast<const uint8_t*>(data.data()), data.size());
-    uint32_t field;
-    W type;
-    while (r.next(field, type)) {
+    r.for_each_field([&](uint32_t field, W type) {
       // Top-level fields of a ModelProto have fixed wire types; anything else is not ONNX.
       W expected = field == 1 || field == 5 ? W::varint : W::length_delimited;
       if ((field <= 8 || field == 14 || field == 20) && type != expected)
@@ -380,36 +334,18 @@ Model load_onnx(const std::string& path) {
         case 2: m.producer = r.read_string(); break;
         case 7: m.graph = parse_graph(r.read_message(), base_dir); has_graph = true; break;
         case 14: {  // metadata_props
-          ProtoReader kv = r.read_message();
-          std::string key, value;
-          uint32_t f2;
-          W t2;
-          while (kv.next(f2, t2)) {
-            if (f2 == 1) key = kv.read_string();
-            else if (f2 == 2) value = kv.read_string();
-            else kv.skip(t2);
-          }
+          auto [key, value] = parse_string_entry(r.read_message());
           m.metadata[key] = value;
           break;
         }
         case 8: {
-          ProtoReader op = r.read_message();
-          std::string domain;
-          int64_t version = 0;
-          uint32_t f2;
-          W t2;
-          while (op.next(f2, t2)) {
-            if (f2 == 1) domain = op.read_string();
-            else if (f2 == 2) version = op.read_int64();
-            else op.skip(t2);
-          }
-          if (domain == "ai.onnx") domain.clear();
+          auto [domain, version] = parse_opset(r.read_message());
           m.opsets[domain] = version;
           break;
         }
         default: r.skip(type);
       }
-    }
+    });
   } catch (const Truncated& e) {
     fail(path, ": the file is truncated (", data.size(), " bytes; ", e.what(),
          "). Download or export it again; `vlrt verify` checks a model against its manifest.");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "io/files.h"  // read_file, which includers of this header use
 
 namespace vlrt {
 
@@ -20,8 +21,5 @@ std::vector<std::string> external_data_files(const std::string& path);
 // `base_dir` resolves external data locations.
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir = ".",
                           std::string* name = nullptr);
-
-// Reads a whole file; fails naming the path when it cannot.
-std::string read_file(const std::string& path);
 
 }  // namespace vlrt

@@ -38,6 +38,21 @@ class ProtoReader {
     return true;
   }
 
+  // Calls fn(field, type) for each field to the end of the message; fn reads the value or skips it.
+  template <class F> void for_each_field(F&& fn) {
+    uint32_t field;
+    WireType type;
+    while (next(field, type)) fn(field, type);
+  }
+
+  // Calls fn(sub-reader) for each occurrence of the message field `number`; skips the other fields.
+  template <class F> void for_each_message(uint32_t number, F&& fn) {
+    for_each_field([&](uint32_t field, WireType type) {
+      if (field == number) fn(read_message());
+      else skip(type);
+    });
+  }
+
   uint64_t read_varint() {
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
@@ -49,32 +64,8 @@ class ProtoReader {
     fail("malformed varint at byte ", offset(), ": the file is corrupted");
   }
   int64_t read_int64() { return int64_t(read_varint()); }
-  uint32_t read_fixed32() {
-    need(4);
-    uint32_t v;
-    std::memcpy(&v, p_, 4);
-    p_ += 4;
-    return v;
-  }
-  uint64_t read_fixed64() {
-    need(8);
-    uint64_t v;
-    std::memcpy(&v, p_, 8);
-    p_ += 8;
-    return v;
-  }
-  float read_float() {
-    uint32_t u = read_fixed32();
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  }
-  double read_double() {
-    uint64_t u = read_fixed64();
-    double d;
-    std::memcpy(&d, &u, 8);
-    return d;
-  }
+  float read_float() { return read_fixed<float>(); }
+  double read_double() { return read_fixed<double>(); }
   // A length-delimited field as a sub-reader.
   ProtoReader read_message() {
     size_t n = read_length();
@@ -115,6 +106,14 @@ class ProtoReader {
     if (size_t(end_ - p_) < n)
       throw Truncated(cat("data ends at byte ", base_ + size_t(end_ - begin_), " but a field needs ", n,
                           " bytes from byte ", offset()));
+  }
+  // A little-endian fixed32 or fixed64 value, as the machine's own (little-endian) type.
+  template <class T> T read_fixed() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
   }
   size_t read_length() {
     uint64_t n = read_varint();

@@ -1,8 +1,5 @@
 // Shape inference for MatMul, Gemm, Conv, ConvTranspose, Einsum and MatMulInteger.
-#include <algorithm>
-#include <cctype>
-#include <set>
-
+#include "ops/linalg_semantics.h"
 #include "ops/op_schema.h"
 #include "ops/shape_util.h"
 
@@ -71,43 +68,6 @@ void infer_gemm(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
 }
 
-std::vector<int64_t> spatial_attr(const Node& n, const char* name, size_t len, int64_t fallback,
-                                  int64_t min) {
-  std::vector<int64_t> v = n.attr_ints(name, std::vector<int64_t>(len, fallback));
-  if (v.size() != len) fail("attribute '", name, "' has ", v.size(), " values, expected ", len);
-  for (int64_t x : v)
-    if (x < min) fail("attribute '", name, "' values must be >= ", min, ", got ", shape_str(v));
-  return v;
-}
-
-// Attributes shared by Conv and ConvTranspose, validated against the weight's kernel size.
-struct ConvAttrs {
-  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: all begins, then all ends
-  std::string auto_pad;
-};
-
-ConvAttrs conv_attrs(const InferContext& ctx, const Shape& x, const Shape& w) {
-  if (x.size() < 3) fail("X must be [N,C,D1,...], got ", shape_str(x));
-  if (w.size() != x.size()) fail("W has rank ", w.size(), " but X has rank ", x.size(), "; they must match");
-  size_t nsp = x.size() - 2;
-  if (nsp > 3) unsupported(nsp, "-D convolution (vlrt supports 1-D to 3-D)");
-  const Node& n = ctx.node;
-  ConvAttrs a;
-  a.kernel.assign(w.begin() + 2, w.end());
-  if (n.has_attr("kernel_shape") && n.attr_ints("kernel_shape") != a.kernel)
-    fail("kernel_shape ", shape_str(n.attr_ints("kernel_shape")),
-         " does not match the weight's spatial shape ", shape_str(a.kernel));
-  a.strides = spatial_attr(n, "strides", nsp, 1, 1);
-  a.dilations = spatial_attr(n, "dilations", nsp, 1, 1);
-  a.pads = spatial_attr(n, "pads", 2 * nsp, 0, 0);
-  a.auto_pad = n.attr_string("auto_pad", "NOTSET");
-  if (a.auto_pad != "NOTSET" && a.auto_pad != "SAME_UPPER" && a.auto_pad != "SAME_LOWER" &&
-      a.auto_pad != "VALID")
-    fail("auto_pad '", a.auto_pad, "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
-  if (n.attr_int("group", 1) < 1) fail("group must be >= 1, got ", n.attr_int("group", 1));
-  return a;
-}
-
 void check_bias(const InferContext& ctx, int64_t channels) {
   if (!ctx.has_input(2)) return;
   check_same_dtype(ctx, 0, 2);
@@ -121,7 +81,7 @@ void infer_conv(InferContext& ctx) {
     fail("Conv needs a float type, got ", dtype_name(ctx.input_dtype(0)));
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  ConvAttrs a = conv_attrs(ctx, x, w);
+  ConvAttrs a = conv_attrs(ctx.node, x, w);
   int64_t group = ctx.node.attr_int("group", 1);
   if (w[1] * group != x[1] || w[0] % group != 0)
     fail("with group=", group, ", W [M, C/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
@@ -130,9 +90,9 @@ void infer_conv(InferContext& ctx) {
   size_t nsp = x.size() - 2;
   Shape y{x[0], w[0]};
   for (size_t i = 0; i < nsp; i++) {
-    int64_t in = x[i + 2], s = a.strides[i], ek = (a.kernel[i] - 1) * a.dilations[i] + 1;
+    int64_t in = x[i + 2], s = a.strides[i], ek = a.kernel_extent(i);
     int64_t padded = in + a.pads[i] + a.pads[i + nsp];
-    if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+    if (a.same_pad()) {
       y.push_back((in + s - 1) / s);
       continue;
     }
@@ -151,7 +111,7 @@ void infer_conv_transpose(InferContext& ctx) {
     fail("ConvTranspose needs a float type, got ", dtype_name(ctx.input_dtype(0)));
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  ConvAttrs a = conv_attrs(ctx, x, w);
+  ConvAttrs a = conv_attrs(ctx.node, x, w);
   int64_t group = ctx.node.attr_int("group", 1);
   if (w[0] != x[1] || x[1] % group != 0)
     fail("with group=", group, ", W [C, M/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
@@ -169,7 +129,7 @@ void infer_conv_transpose(InferContext& ctx) {
     if (out_pad[i] >= s && out_pad[i] >= d)
       fail("output_padding ", out_pad[i], " on spatial axis ", i, " must be less than the stride (", s,
            ") or the dilation (", d, ")");
-    int64_t full = s * (x[i + 2] - 1) + out_pad[i] + (a.kernel[i] - 1) * d + 1;
+    int64_t full = s * (x[i + 2] - 1) + out_pad[i] + a.kernel_extent(i);
     int64_t out;
     if (!out_shape.empty()) {
       out = out_shape[i];
@@ -177,7 +137,7 @@ void infer_conv_transpose(InferContext& ctx) {
       if (out >= full + s)
         fail("output_shape ", shape_str(out_shape), " is too large on spatial axis ", i, ": at most ",
              full + s - 1, " fits an input of size ", x[i + 2]);
-    } else if (a.auto_pad == "SAME_UPPER" || a.auto_pad == "SAME_LOWER") {
+    } else if (a.same_pad()) {
       out = x[i + 2] * s;
     } else if (a.auto_pad == "VALID") {
       out = full;
@@ -189,87 +149,6 @@ void infer_conv_transpose(InferContext& ctx) {
     y.push_back(out);
   }
   ctx.set_output(0, ctx.input_dtype(0), y);
-}
-
-// Einsum terms with every axis named: letters keep their ASCII code, the dims an
-// ellipsis stands for get 256 + position (right-aligned across operands, as in numpy).
-struct EinsumLabels {
-  std::vector<std::vector<int>> inputs;
-  std::vector<int> output;
-};
-
-EinsumLabels einsum_labels(std::string eq, const std::vector<size_t>& ranks) {
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (terms.size() != ranks.size())
-    fail("equation '", eq, "' has ", terms.size(), " input terms but the node has ", ranks.size(), " inputs");
-  // Letters of a term and where its ellipsis is (npos when none).
-  auto split = [&](const std::string& term, std::string& letters) {
-    size_t ell = term.find("...");
-    if (ell != std::string::npos && term.find("...", ell + 3) != std::string::npos)
-      fail("term '", term, "' of equation '", eq, "' has more than one ellipsis");
-    letters = ell == std::string::npos ? term : term.substr(0, ell) + term.substr(ell + 3);
-    for (char c : letters)
-      if (!std::isalpha(static_cast<unsigned char>(c)))
-        fail("equation '", eq, "' has an invalid character '", c,
-             "' (expected letters, ',', '->' and '...')");
-    return ell;
-  };
-  size_t n_ell = 0;
-  bool any_ell = false;
-  std::vector<std::string> letters(terms.size());
-  std::vector<size_t> ell_pos(terms.size());
-  for (size_t t = 0; t < terms.size(); t++) {
-    ell_pos[t] = split(terms[t], letters[t]);
-    bool has_ell = ell_pos[t] != std::string::npos;
-    if (ranks[t] < letters[t].size() || (!has_ell && ranks[t] != letters[t].size()))
-      fail("term '", terms[t], "' does not fit input ", t, " of rank ", ranks[t]);
-    if (has_ell) n_ell = std::max(n_ell, ranks[t] - letters[t].size());
-    any_ell = any_ell || has_ell;
-  }
-  auto expand = [&](const std::string& l, size_t pos, size_t count) {
-    std::vector<int> ids;
-    for (size_t i = 0; i < l.size(); i++) {
-      if (i == pos)
-        for (size_t j = n_ell - count; j < n_ell; j++) ids.push_back(256 + int(j));
-      ids.push_back(l[i]);
-    }
-    if (pos != std::string::npos && pos >= l.size())
-      for (size_t j = n_ell - count; j < n_ell; j++) ids.push_back(256 + int(j));
-    return ids;
-  };
-  EinsumLabels r;
-  std::map<int, int> counts;
-  for (size_t t = 0; t < terms.size(); t++) {
-    r.inputs.push_back(expand(letters[t], ell_pos[t], ranks[t] - letters[t].size()));
-    for (int id : r.inputs.back()) counts[id]++;
-  }
-  if (arrow == std::string::npos) {
-    for (size_t j = 0; any_ell && j < n_ell; j++) r.output.push_back(256 + int(j));
-    for (auto [id, n] : counts)
-      if (id < 256 && n == 1) r.output.push_back(id);
-    return r;
-  }
-  std::string out_letters;
-  size_t out_ell = split(eq.substr(arrow + 2), out_letters);
-  if (out_ell == std::string::npos && n_ell > 0)
-    fail("equation '", eq, "': the inputs' ellipsis stands for ", n_ell,
-         " dims but the output has no ellipsis");
-  r.output = expand(out_letters, out_ell, n_ell);
-  std::set<int> seen;
-  for (char c : out_letters) {
-    if (!counts.count(c)) fail("equation '", eq, "': output label '", c, "' appears in no input");
-    if (!seen.insert(c).second) fail("equation '", eq, "': output label '", c, "' appears twice");
-  }
-  return r;
 }
 
 void infer_einsum(InferContext& ctx) {

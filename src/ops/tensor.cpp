@@ -9,6 +9,7 @@
 #include "core/dispatch.h"
 #include "ops/op_schema.h"
 #include "ops/shape_util.h"
+#include "ops/tensor_semantics.h"
 
 namespace vlrt {
 namespace {
@@ -174,9 +175,7 @@ void infer_dropout(InferContext& ctx) {
 void infer_transpose(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
   size_t r = in.size();
-  std::vector<int64_t> perm(r);
-  for (size_t i = 0; i < r; i++) perm[i] = int64_t(r - 1 - i);
-  perm = ctx.node.attr_ints("perm", perm);
+  std::vector<int64_t> perm = transpose_perm(ctx.node, r);
   VLRT_CHECK(perm.size() == r, "perm ", shape_str(perm), " has ", perm.size(),
              " entries for an input of rank ", r);
   std::vector<bool> seen(r, false);
@@ -237,10 +236,7 @@ std::vector<int64_t> split_sizes(const InferContext& ctx, int64_t dim) {
     VLRT_CHECK(num == int64_t(n), "num_outputs is ", num, " but the node has ", n, " outputs");
   }
   int64_t parts = int64_t(n);
-  // Equal parts; when the axis does not divide evenly the last part is smaller.
-  int64_t chunk = dim % parts == 0 ? dim / parts : dim / parts + 1;
-  std::vector<int64_t> sizes(n, chunk);
-  sizes.back() = dim - chunk * (parts - 1);
+  std::vector<int64_t> sizes = split_equal_sizes(dim, parts);
   VLRT_CHECK(sizes.back() >= 0, "cannot split an axis of size ", dim, " into ", parts, " parts");
   return sizes;
 }
@@ -417,14 +413,7 @@ void infer_tile(InferContext& ctx) {
 
 void infer_shape(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
-  int64_t r = int64_t(in.size());
-  int64_t start = 0, end = r;
-  if (ctx.opset >= 15) {
-    start = ctx.node.attr_int("start", 0);
-    end = ctx.node.attr_int("end", r);
-  }
-  start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
-  end = std::clamp<int64_t>(end < 0 ? end + r : end, 0, r);
+  auto [start, end] = shape_axes_range(ctx.node, ctx.opset, int64_t(in.size()));
   Shape dims(in.begin() + start, in.begin() + std::max(start, end));
   int64_t n = int64_t(dims.size());
   ctx.set_output(0, DType::i64, {n});
@@ -449,27 +438,6 @@ void infer_constant_of_shape(InferContext& ctx) {
   std::vector<int64_t> shape = int_input(ctx, 0, "shape (input 0)");
   for (int64_t d : shape) VLRT_CHECK(d >= 0, "shape ", shape_str(shape), " has a negative dimension");
   ctx.set_output(0, t, shape);
-}
-
-// The tensor a Constant node holds (the CPU kernel builds the same).
-Tensor constant_value(const Node& node) {
-  int given = 0;
-  for (const char* a : {"value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value",
-                        "value_string", "value_strings"})
-    given += node.has_attr(a);
-  VLRT_CHECK(given == 1, "exactly one value attribute must be set, got ", given);
-  if (const Tensor* t = node.attr_tensor("value")) return *t;
-  if (node.has_attr("value_float")) return Tensor::scalar<float>(node.attr_float("value_float", 0));
-  if (node.has_attr("value_int")) return Tensor::scalar<int64_t>(node.attr_int("value_int", 0));
-  if (node.has_attr("value_floats")) {
-    auto v = node.attr_floats("value_floats");
-    return Tensor::from_vector<float>(v, {int64_t(v.size())});
-  }
-  if (node.has_attr("value_ints")) {
-    auto v = node.attr_ints("value_ints");
-    return Tensor::from_vector<int64_t>(v, {int64_t(v.size())});
-  }
-  unsupported("Constant with a sparse or string value");
 }
 
 void infer_constant(InferContext& ctx) {
@@ -592,33 +560,6 @@ void infer_reverse_sequence(InferContext& ctx) {
   set_like_input(ctx, in);
 }
 
-// Number of distinct slices along the middle axis of data viewed as [outer, n, inner].
-template <class T>
-int64_t count_unique(const T* p, int64_t outer, int64_t n, int64_t inner) {
-  auto less = [](T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a)) return false;  // NaN sorts last and equals NaN
-      if (std::isnan(b)) return true;
-    }
-    return a < b;
-  };
-  auto compare = [&](int64_t a, int64_t b) {
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        T x = p[(o * n + a) * inner + i], y = p[(o * n + b) * inner + i];
-        if (less(x, y)) return -1;
-        if (less(y, x)) return 1;
-      }
-    return 0;
-  };
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
-  int64_t u = n > 0;
-  for (int64_t i = 1; i < n; i++) u += compare(order[i - 1], order[i]) != 0;
-  return u;
-}
-
 void infer_unique(InferContext& ctx) {
   const Tensor& x = ctx.input_value(0);
   int64_t outer = 1, n = x.numel(), inner = 1;
@@ -630,12 +571,14 @@ void infer_unique(InferContext& ctx) {
     outer = shape_numel(Shape(x.shape().begin(), x.shape().begin() + axis));
     inner = shape_numel(Shape(x.shape().begin() + axis + 1, x.shape().end()));
   }
+  // Only the number of groups matters here; the order is the kernel's concern.
+  auto count = [&](const auto* p) { return int64_t(unique_groups(p, outer, n, inner, true).first.size()); };
   int64_t u;
   if (x.dtype() == DType::f16 || x.dtype() == DType::bf16) {
     std::vector<double> v = x.to_double_vector();
-    u = count_unique(v.data(), outer, n, inner);
+    u = count(v.data());
   } else {
-    u = dispatch_all(x.dtype(), [&]<class T>() { return count_unique(x.data<T>(), outer, n, inner); });
+    u = dispatch_all(x.dtype(), [&]<class T>() { return count(x.data<T>()); });
   }
   Shape y = has_axis ? x.shape() : Shape{u};
   if (has_axis) y[axis] = u;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -44,11 +45,27 @@ int64_t cgroup_number(const std::string& text) {
   return std::atoll(text.c_str());
 }
 
-std::string c_str_trim(const std::string& s) {
-  std::string r = s.c_str();  // OpenCL strings include their terminating NUL
+// A string property through clGetPlatformInfo or clGetDeviceInfo, trailing spaces removed.
+template <class GetInfo, class Id, class What>
+std::string cl_info_string(GetInfo get_info, Id id, What what) {
+  char buf[1024] = "";
+  get_info(id, what, sizeof buf - 1, buf, nullptr);
+  std::string r = buf;  // OpenCL strings include their terminating NUL
   while (!r.empty() && r.back() == ' ') r.pop_back();
   return r;
 }
+
+// What a predefined macro expands to, as a string: "1" for the ISA macros GCC and Clang define,
+// the macro's own name when it is not defined.
+#define VLRT_MACRO_STRING(m) #m
+#define VLRT_MACRO_VALUE(m) VLRT_MACRO_STRING(m)
+
+// The instruction-set extensions this build was compiled to use, by their /proc/cpuinfo flag.
+constexpr std::pair<const char*, std::string_view> kBuildIsa[] = {{"sse4_2", VLRT_MACRO_VALUE(__SSE4_2__)},
+                                                                  {"popcnt", VLRT_MACRO_VALUE(__POPCNT__)},
+                                                                  {"avx2", VLRT_MACRO_VALUE(__AVX2__)},
+                                                                  {"fma", VLRT_MACRO_VALUE(__FMA__)},
+                                                                  {"avx512f", VLRT_MACRO_VALUE(__AVX512F__)}};
 
 }  // namespace
 
@@ -81,21 +98,8 @@ CpuProbe probe_cpu() {
                                                      {"AMX-BF16", "amx_bf16"},
                                                      {"AMX-INT8", "amx_int8"}};
   for (auto& [name, flag] : isa) p.isa.push_back({name, has(flag)});
-#ifdef __SSE4_2__
-  p.build_needs.push_back("sse4_2");
-#endif
-#ifdef __POPCNT__
-  p.build_needs.push_back("popcnt");
-#endif
-#ifdef __AVX2__
-  p.build_needs.push_back("avx2");
-#endif
-#ifdef __FMA__
-  p.build_needs.push_back("fma");
-#endif
-#ifdef __AVX512F__
-  p.build_needs.push_back("avx512f");
-#endif
+  for (auto& [flag, value] : kBuildIsa)
+    if (value == "1") p.build_needs.push_back(flag);
   for (auto& f : p.build_needs)
     if (!has(f)) p.build_missing.push_back(f);
   return p;
@@ -141,22 +145,14 @@ OpenClProbe probe_opencl() {
   std::vector<cl_platform_id> ids(n);
   get_platforms(n, ids.data(), nullptr);
   for (cl_platform_id id : ids) {
-    auto pstr = [&](cl_platform_info what) {
-      char buf[1024] = "";
-      platform_info(id, what, sizeof buf - 1, buf, nullptr);
-      return c_str_trim(buf);
-    };
+    auto pstr = [&](cl_platform_info what) { return cl_info_string(platform_info, id, what); };
     OpenClPlatform plat{pstr(CL_PLATFORM_NAME), pstr(CL_PLATFORM_VENDOR), pstr(CL_PLATFORM_VERSION), {}};
     cl_uint nd = 0;
     if (get_devices(id, CL_DEVICE_TYPE_ALL, 0, nullptr, &nd) == CL_SUCCESS && nd > 0) {
       std::vector<cl_device_id> devs(nd);
       get_devices(id, CL_DEVICE_TYPE_ALL, nd, devs.data(), nullptr);
       for (cl_device_id d : devs) {
-        auto dstr = [&](cl_device_info what) {
-          char buf[1024] = "";
-          device_info(d, what, sizeof buf - 1, buf, nullptr);
-          return c_str_trim(buf);
-        };
+        auto dstr = [&](cl_device_info what) { return cl_info_string(device_info, d, what); };
         cl_device_type type = 0;
         cl_ulong mem = 0;
         cl_uint units = 0;

@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
+#include "ops/linalg_semantics.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
@@ -260,35 +261,25 @@ struct ConvGeom {
 ConvGeom conv_geom(KernelContext& ctx, bool transpose) {
   const Shape &x = ctx.input(0).shape(), &w = ctx.input(1).shape(), &y = ctx.output(0).shape();
   const Node& node = ctx.node;
+  ConvAttrs a = conv_attrs(node, x, w);
   size_t nsp = x.size() - 2, o = 3 - nsp;
   ConvGeom g;
   g.batch = x[0];
   g.c = x[1];
   g.m = y[1];
   g.group = node.attr_int("group", 1);
-  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(nsp, 1));
-  std::vector<int64_t> dils = node.attr_ints("dilations", std::vector<int64_t>(nsp, 1));
-  std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
-  std::vector<int64_t> out_pad = node.attr_ints("output_padding", std::vector<int64_t>(nsp, 0));
-  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  std::vector<int64_t> out_pad =
+      transpose ? spatial_attr(node, "output_padding", nsp, 0, 0) : std::vector<int64_t>();
   for (size_t i = 0; i < nsp; i++) {
-    int64_t in = x[i + 2], out = y[i + 2], s = strides[i], d = dils[i], ek = (w[i + 2] - 1) * d + 1;
-    int64_t pad = auto_pad == "NOTSET" ? pads[i] : 0;
-    if (!transpose && same) {
-      int64_t total = std::max<int64_t>(0, (out - 1) * s + ek - in);
-      pad = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    } else if (transpose && (same || node.has_attr("output_shape"))) {
-      // Negative totals mean a larger output than the input covers; the excess stays zero.
-      int64_t total = std::max<int64_t>(0, s * (in - 1) + out_pad[i] + ek - out);
-      pad = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    }
+    int64_t in = x[i + 2], out = y[i + 2];
     g.in[o + i] = in;
     g.out[o + i] = out;
-    g.k[o + i] = w[i + 2];
-    g.stride[o + i] = s;
-    g.dil[o + i] = d;
-    g.pad[o + i] = pad;
+    g.k[o + i] = a.kernel[i];
+    g.stride[o + i] = a.strides[i];
+    g.dil[o + i] = a.dilations[i];
+    g.pad[o + i] = transpose
+                       ? conv_transpose_pad_begin(a, i, in, out, out_pad[i], node.has_attr("output_shape"))
+                       : conv_pad_begin(a, i, in, out);
   }
   return g;
 }
@@ -486,65 +477,6 @@ void conv_transpose_kernel(KernelContext& ctx) {
 
 // ---------------------------------------------------------------------------------------
 // Einsum
-
-// Every axis of every term named: letters by their ASCII code, ellipsis dims by 256 +
-// position (right-aligned across operands). The schema has validated the equation.
-struct EinsumLabels {
-  std::vector<std::vector<int>> inputs;
-  std::vector<int> output;
-};
-
-EinsumLabels einsum_labels(std::string eq, const std::vector<size_t>& ranks) {
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  auto letters_of = [](const std::string& term, size_t& ell) {
-    ell = term.find("...");
-    return ell == std::string::npos ? term : term.substr(0, ell) + term.substr(ell + 3);
-  };
-  size_t n_ell = 0;
-  bool any_ell = false;
-  for (size_t t = 0; t < terms.size(); t++) {
-    size_t ell;
-    std::string l = letters_of(terms[t], ell);
-    if (ell != std::string::npos) n_ell = std::max(n_ell, ranks[t] - l.size());
-    any_ell = any_ell || ell != std::string::npos;
-  }
-  auto expand = [&](const std::string& term, size_t rank) {
-    size_t ell;
-    std::string l = letters_of(term, ell);
-    std::vector<int> ids(l.begin(), l.end());
-    if (ell != std::string::npos) {
-      std::vector<int> e;
-      for (size_t j = n_ell - (rank - l.size()); j < n_ell; j++) e.push_back(256 + int(j));
-      ids.insert(ids.begin() + ell, e.begin(), e.end());
-    }
-    return ids;
-  };
-  EinsumLabels r;
-  std::map<int, int> counts;
-  for (size_t t = 0; t < terms.size(); t++) {
-    r.inputs.push_back(expand(terms[t], ranks[t]));
-    for (int id : r.inputs.back()) counts[id]++;
-  }
-  if (arrow != std::string::npos) {
-    std::string rhs = eq.substr(arrow + 2);
-    size_t ell;
-    r.output = expand(rhs, letters_of(rhs, ell).size() + (ell == std::string::npos ? 0 : n_ell));
-    return r;
-  }
-  for (size_t j = 0; any_ell && j < n_ell; j++) r.output.push_back(256 + int(j));
-  for (auto [id, n] : counts)
-    if (id < 256 && n == 1) r.output.push_back(id);
-  return r;
-}
 
 // Element strides of an operand with axes `labels` per label in `ids` (summed over a
 // repeated label, which reads the diagonal; 0 where the operand lacks the label or

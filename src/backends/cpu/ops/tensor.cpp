@@ -3,13 +3,13 @@
 // Shapes and arguments were validated by the schema's infer; kernels validate indices read from data.
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
+#include "ops/tensor_semantics.h"
 
 namespace vlrt {
 namespace {
@@ -205,16 +205,10 @@ void dropout_kernel(KernelContext& ctx) {
   fill_elements(mask.raw(), mask.numel(), dtype_size(mask.dtype()), &one);
 }
 
-std::vector<int64_t> transpose_perm(const Node& node, int rank) {
-  std::vector<int64_t> perm(rank);
-  for (int i = 0; i < rank; i++) perm[i] = rank - 1 - i;
-  return node.attr_ints("perm", perm);
-}
-
 void transpose_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  std::vector<int64_t> perm = transpose_perm(ctx.node, x.rank());
+  std::vector<int64_t> perm = transpose_perm(ctx.node, size_t(x.rank()));
   std::vector<int64_t> in_st = contiguous_strides(x.shape()), st(perm.size());
   for (size_t i = 0; i < perm.size(); i++) st[i] = in_st[perm[i]];
   strided_copy(bytes_of(x), bytes_of(y), y.shape(), st, dtype_size(x.dtype()), ctx.pool);
@@ -251,11 +245,7 @@ void concat_kernel(KernelContext& ctx) {
 std::vector<int64_t> split_sizes(const KernelContext& ctx, int64_t dim) {
   if (ctx.opset >= 13 && ctx.has_input(1) && ctx.input(1).numel() > 0) return ctx.input(1).to_int64_vector();
   if (ctx.opset < 13 && ctx.node.has_attr("split")) return ctx.node.attr_ints("split");
-  int64_t parts = int64_t(ctx.output_count());
-  int64_t chunk = dim % parts == 0 ? dim / parts : dim / parts + 1;
-  std::vector<int64_t> sizes(parts, chunk);
-  sizes.back() = dim - chunk * (parts - 1);
-  return sizes;
+  return split_equal_sizes(dim, int64_t(ctx.output_count()));
 }
 
 void split_kernel(KernelContext& ctx) {
@@ -553,9 +543,7 @@ void scatter_elements_kernel(KernelContext& ctx) {
 
 void shape_kernel(KernelContext& ctx) {
   const Shape& in = ctx.input(0).shape();
-  int64_t r = int64_t(in.size());
-  int64_t start = ctx.opset >= 15 ? ctx.node.attr_int("start", 0) : 0;
-  start = std::clamp<int64_t>(start < 0 ? start + r : start, 0, r);
+  int64_t start = shape_axes_range(ctx.node, ctx.opset, int64_t(in.size())).first;
   Tensor& y = ctx.output(0);
   std::copy_n(in.begin() + start, y.numel(), y.data<int64_t>());
 }
@@ -570,21 +558,8 @@ void constant_of_shape_kernel(KernelContext& ctx) {
 }
 
 void constant_kernel(KernelContext& ctx) {
-  Tensor& y = ctx.output(0);
-  const Node& n = ctx.node;
-  if (const Tensor* t = n.attr_tensor("value")) {
-    std::memcpy(y.raw(), t->raw(), t->nbytes());
-  } else if (n.has_attr("value_float")) {
-    y.data<float>()[0] = n.attr_float("value_float", 0);
-  } else if (n.has_attr("value_int")) {
-    y.data<int64_t>()[0] = n.attr_int("value_int", 0);
-  } else if (n.has_attr("value_floats")) {
-    auto v = n.attr_floats("value_floats");
-    std::copy(v.begin(), v.end(), y.data<float>());
-  } else {
-    auto v = n.attr_ints("value_ints");
-    std::copy(v.begin(), v.end(), y.data<int64_t>());
-  }
+  Tensor v = constant_value(ctx.node);
+  std::memcpy(ctx.output(0).raw(), v.raw(), v.nbytes());
 }
 
 void range_kernel(KernelContext& ctx) {
@@ -735,58 +710,15 @@ void reverse_sequence_kernel(KernelContext& ctx) {
 template <class T>
 void unique_typed(KernelContext& ctx, int64_t outer, int64_t n, int64_t inner) {
   const T* p = ctx.input(0).data<T>();
-  auto less = [](T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-      if (std::isnan(a)) return false;  // NaN sorts last and equals NaN
-      if (std::isnan(b)) return true;
-    }
-    return a < b;
-  };
-  auto compare = [&](int64_t a, int64_t b) {
-    for (int64_t o = 0; o < outer; o++)
-      for (int64_t i = 0; i < inner; i++) {
-        T x = p[(o * n + a) * inner + i], y = p[(o * n + b) * inner + i];
-        if (less(x, y)) return -1;
-        if (less(y, x)) return 1;
-      }
-    return 0;
-  };
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  // Stable: the first slice of each group of equals is its first occurrence.
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return compare(a, b) < 0; });
-  std::vector<int64_t> first, counts, group(n);
-  for (int64_t i = 0; i < n; i++) {
-    if (i == 0 || compare(order[i - 1], order[i]) != 0) {
-      first.push_back(order[i]);
-      counts.push_back(0);
-    }
-    group[order[i]] = int64_t(first.size()) - 1;
-    counts.back()++;
-  }
-  int64_t u = int64_t(first.size());
-  if (ctx.node.attr_int("sorted", 1) == 0) {
-    // Order of first occurrence instead of sorted order.
-    std::vector<int64_t> by_first(u), rank(u);
-    std::iota(by_first.begin(), by_first.end(), 0);
-    std::sort(by_first.begin(), by_first.end(), [&](int64_t a, int64_t b) { return first[a] < first[b]; });
-    std::vector<int64_t> f2(u), c2(u);
-    for (int64_t g = 0; g < u; g++) {
-      rank[by_first[g]] = g;
-      f2[g] = first[by_first[g]];
-      c2[g] = counts[by_first[g]];
-    }
-    first = f2;
-    counts = c2;
-    for (int64_t& g : group) g = rank[g];
-  }
+  UniqueGroups g = unique_groups(p, outer, n, inner, ctx.node.attr_int("sorted", 1) != 0);
+  int64_t u = int64_t(g.first.size());
   T* y = ctx.output(0).data<T>();
   for (int64_t o = 0; o < outer; o++)
-    for (int64_t g = 0; g < u; g++)
-      std::copy_n(p + (o * n + first[g]) * inner, inner, y + (o * u + g) * inner);
-  if (ctx.has_output(1)) std::copy(first.begin(), first.end(), ctx.output(1).data<int64_t>());
-  if (ctx.has_output(2)) std::copy(group.begin(), group.end(), ctx.output(2).data<int64_t>());
-  if (ctx.has_output(3)) std::copy(counts.begin(), counts.end(), ctx.output(3).data<int64_t>());
+    for (int64_t k = 0; k < u; k++)
+      std::copy_n(p + (o * n + g.first[k]) * inner, inner, y + (o * u + k) * inner);
+  if (ctx.has_output(1)) std::copy(g.first.begin(), g.first.end(), ctx.output(1).data<int64_t>());
+  if (ctx.has_output(2)) std::copy(g.group.begin(), g.group.end(), ctx.output(2).data<int64_t>());
+  if (ctx.has_output(3)) std::copy(g.counts.begin(), g.counts.end(), ctx.output(3).data<int64_t>());
 }
 
 void unique_kernel(KernelContext& ctx) {

@@ -1,0 +1,50 @@
+// Semantics of the linear-algebra family that shape inference and every backend share:
+// how an Einsum equation names axes, and how Conv and ConvTranspose read their
+// attributes and pad.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// Einsum terms with every axis named: letters keep their ASCII code, the dims an
+// ellipsis stands for get 256 + position (right-aligned across operands, as in numpy).
+struct EinsumLabels {
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> output;
+};
+
+// Labels of `eq` for inputs of these ranks; fails naming the equation when it is malformed
+// or does not fit them.
+EinsumLabels einsum_labels(std::string eq, const std::vector<size_t>& ranks);
+
+// A per-axis attribute (strides, pads ...) of `len` values, each `fallback` when absent;
+// fails when the count is wrong or a value is below `min`.
+std::vector<int64_t> spatial_attr(const Node& n, const char* name, size_t len, int64_t fallback, int64_t min);
+
+// Attributes shared by Conv and ConvTranspose.
+struct ConvAttrs {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: all begins, then all ends
+  std::string auto_pad;
+
+  bool same_pad() const { return auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"; }
+  // The kernel's span on spatial axis i, dilation included.
+  int64_t kernel_extent(size_t i) const { return (kernel[i] - 1) * dilations[i] + 1; }
+};
+
+// Reads and validates the attributes against X [N,C,D1,...] and the weight W [.,.,K1,...].
+ConvAttrs conv_attrs(const Node& n, const Shape& x, const Shape& w);
+
+// Padding before spatial axis i of a Conv whose input has `in` elements there and its output `out`.
+int64_t conv_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64_t out);
+// For ConvTranspose (`in` is X's size on the axis, `out` is Y's): what is trimmed from the start of
+// its full output.
+int64_t conv_transpose_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64_t out,
+                                 int64_t output_padding, bool has_output_shape);
+
+}  // namespace vlrt

@@ -1,0 +1,51 @@
+#include "ops/tensor_semantics.h"
+
+#include "core/error.h"
+
+namespace vlrt {
+
+Tensor constant_value(const Node& node) {
+  int given = 0;
+  for (const char* a : {"value", "value_float", "value_floats", "value_int", "value_ints", "sparse_value",
+                        "value_string", "value_strings"})
+    given += node.has_attr(a);
+  VLRT_CHECK(given == 1, "exactly one value attribute must be set, got ", given);
+  if (const Tensor* t = node.attr_tensor("value")) return *t;
+  if (node.has_attr("value_float")) return Tensor::scalar<float>(node.attr_float("value_float", 0));
+  if (node.has_attr("value_int")) return Tensor::scalar<int64_t>(node.attr_int("value_int", 0));
+  if (node.has_attr("value_floats")) {
+    auto v = node.attr_floats("value_floats");
+    return Tensor::from_vector<float>(v, {int64_t(v.size())});
+  }
+  if (node.has_attr("value_ints")) {
+    auto v = node.attr_ints("value_ints");
+    return Tensor::from_vector<int64_t>(v, {int64_t(v.size())});
+  }
+  unsupported("Constant with a sparse or string value");
+}
+
+std::vector<int64_t> transpose_perm(const Node& node, size_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (size_t i = 0; i < rank; i++) perm[i] = int64_t(rank - 1 - i);
+  return node.attr_ints("perm", perm);
+}
+
+std::vector<int64_t> split_equal_sizes(int64_t dim, int64_t parts) {
+  int64_t chunk = dim % parts == 0 ? dim / parts : dim / parts + 1;
+  std::vector<int64_t> sizes(size_t(parts), chunk);
+  sizes.back() = dim - chunk * (parts - 1);
+  return sizes;
+}
+
+std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, int64_t rank) {
+  int64_t start = 0, end = rank;
+  if (opset >= 15) {
+    start = node.attr_int("start", 0);
+    end = node.attr_int("end", rank);
+  }
+  start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
+  end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
+  return {start, end};
+}
+
+}  // namespace vlrt
