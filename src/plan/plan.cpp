@@ -132,6 +132,7 @@ class Builder {
         first[k] = si;
         last[k] = si;
         order.push_back(k);
+        p.allocations[k].device = s.device;
         p.allocations[k].bytes = value_bytes(s.value);
         p.allocations[k].dynamic = !shape_known(s.value);
         continue;
@@ -147,6 +148,7 @@ class Builder {
         first[k] = si;
         last[k] = si;
         Allocation& a = p.allocations[k];
+        a.device = s.device;
         a.bytes = value_bytes(out);
         a.dynamic = !shape_known(out);
         order.push_back(k);
@@ -188,7 +190,7 @@ class Builder {
       auto& lt = owners[r];
       if (lt.key.empty()) {
         lt.key = r;
-        lt.device = device_of_key(p, r);
+        lt.device = p.allocations[r].device;
         lt.bytes = p.allocations[r].bytes;
         lt.first = first[r];
         lt.last = last[r];
@@ -248,17 +250,6 @@ class Builder {
     return false;
   }
 
-  static Device device_of_key(const Plan&, const std::string& key) {
-    return parse_device_suffix(key.substr(key.rfind('@') + 1));
-  }
-  static Device parse_device_suffix(const std::string& s) {
-    size_t colon = s.find(':');
-    Device d;
-    d.kind = s.rfind("opencl", 0) == 0 ? DeviceKind::opencl : DeviceKind::cpu;
-    d.index = colon == std::string::npos ? 0 : std::stoi(s.substr(colon + 1));
-    return d;
-  }
-
   void summarize(Plan& p) {
     std::vector<Device> devs = options_.devices;
     auto add_dev = [&](const Device& d) {
@@ -279,7 +270,7 @@ class Builder {
       if (w != p.weights.end())
         for (auto& v : w->second) dp.weight_bytes += align_up(value_bytes(v));
       for (auto& [k, a] : p.allocations) {
-        if (!(device_of_key(p, k) == d)) continue;
+        if (!(a.device == d)) continue;
         if (a.dynamic) dp.dynamic_values++;
         else if (a.alias_of.empty()) dp.peak_activation_bytes = std::max(dp.peak_activation_bytes, a.offset + align_up(a.bytes));
       }

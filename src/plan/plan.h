@@ -34,6 +34,7 @@ struct Step {
 
 // Where one value lives on one device.
 struct Allocation {
+  Device device;
   size_t offset = 0;
   size_t bytes = 0;
   bool dynamic = false;  // shape known only at execution: allocated then, outside the arena
