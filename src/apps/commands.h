@@ -23,6 +23,8 @@ void add_verify_command(CLI::App& app);
 void add_fetch_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_loadtest_command(CLI::App& app);
 
 // --devices and --memory, shared by run, bench and plan.
 struct DeviceArgs {

@@ -129,6 +129,8 @@ int main(int argc, char** argv) {
   vlrt::add_fetch_command(app);
   vlrt::add_doctor_command(app);
   vlrt::add_tokenize_command(app);
+  vlrt::add_serve_command(app);
+  vlrt::add_loadtest_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 #include "serve/batcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <exception>
 
 namespace vlrt::serve {
@@ -88,8 +89,12 @@ void Batcher::worker() {
       cv_.wait_until(lk, deadline);
     if (queue_.empty() || queue_.front() != head) continue;  // the head timed out meanwhile
 
+    // Short of the limit, a power of two: the model is then planned for at most
+    // log2(limit) + 2 batch sizes per input shape, and those plans stay cached.
+    size_t take = std::min(count_key(head->key), limit);
+    if (take < limit) take = std::bit_floor(take);
     std::vector<std::shared_ptr<Job>> batch;
-    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < limit;) {
+    for (auto it = queue_.begin(); it != queue_.end() && batch.size() < take;) {
       if (*it == head || (!head->key.empty() && (*it)->key == head->key)) {
         batch.push_back(*it);
         it = queue_.erase(it);

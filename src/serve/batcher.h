@@ -1,7 +1,8 @@
 // Dynamic batching: requests wait in a bounded queue; one worker thread takes the oldest and
-// every queued request with the same key (same model input size and prompt), up to the batch
-// limit for that key, or what arrived within the queue delay, and runs them as one batch.
-// One worker means the model is only ever run from one thread.
+// the queued requests with the same key (same model input size and prompt): the batch limit
+// for that key once that many are there, else what arrived within the queue delay (rounded
+// down to a power of two), and runs them as one batch. One worker means the model is only
+// ever run from one thread.
 #pragma once
 
 #include <chrono>

@@ -1,8 +1,8 @@
 #include "serve/metrics.h"
 
 #include <algorithm>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -33,10 +33,14 @@ std::string render_labels(const Labels& labels) {
     if (s.size() > 1) s += ",";
     s += k + "=\"";
     for (char c : v) {
-      if (c == '\\') s += "\\\\";
-      else if (c == '"') s += "\\\"";
-      else if (c == '\n') s += "\\n";
-      else s += c;
+      if (c == '\\')
+        s += "\\\\";
+      else if (c == '"')
+        s += "\\\"";
+      else if (c == '\n')
+        s += "\\n";
+      else
+        s += c;
     }
     s += "\"";
   }
@@ -65,8 +69,8 @@ void Metrics::histogram(const std::string& name, const std::string& help, std::v
 Metrics::Family& Metrics::family(const std::string& name, Type type) {
   auto it = families_.find(name);
   VLRT_CHECK(it != families_.end(), "metric ", name, " was not declared");
-  VLRT_CHECK(it->second.type == type || (type == Type::gauge && it->second.type == Type::counter),
-             "metric ", name, " used as another type");
+  VLRT_CHECK(it->second.type == type || (type == Type::gauge && it->second.type == Type::counter), "metric ",
+             name, " used as another type");
   return it->second;
 }
 
@@ -87,7 +91,8 @@ void Metrics::observe(const std::string& name, const Labels& labels, double v) {
   Family& f = family(name, Type::histogram);
   Series& s = f.series[render_labels(labels)];
   if (s.counts.empty()) s.counts.assign(f.bounds.size() + 1, 0);
-  size_t b = size_t(std::lower_bound(f.bounds.begin(), f.bounds.end(), v) - f.bounds.begin());  // le: v <= bound
+  size_t b =
+      size_t(std::lower_bound(f.bounds.begin(), f.bounds.end(), v) - f.bounds.begin());  // le: v <= bound
   s.counts[b]++;
   s.value += v;
 }

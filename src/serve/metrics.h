@@ -33,7 +33,7 @@ class Metrics {
  private:
   enum class Type { counter, gauge, histogram };
   struct Series {
-    double value = 0;             // counter, gauge; histogram: sum
+    double value = 0;              // counter, gauge; histogram: sum
     std::vector<uint64_t> counts;  // histogram: per bucket, not cumulative; last is +Inf
   };
   struct Family {

@@ -78,10 +78,12 @@ DetectRequest parse_detect_json(const std::string& body) {
       if (!v.is_string()) refuse(400, "'prompt' is JSON ", v.type_name(), "; expected a string");
       r.prompt = v.get<std::string>();
     } else if (key == "box_threshold" || key == "text_threshold") {
-      if (!v.is_number()) refuse(400, "'", key, "' is JSON ", v.type_name(), "; expected a number between 0 and 1");
+      if (!v.is_number())
+        refuse(400, "'", key, "' is JSON ", v.type_name(), "; expected a number between 0 and 1");
       (key == "box_threshold" ? r.box_threshold : r.text_threshold) = threshold(key, v.get<double>());
     } else {
-      refuse(400, "unknown field '", key.substr(0, 64), "'; expected image, prompt, box_threshold, text_threshold");
+      refuse(400, "unknown field '", key.substr(0, 64),
+             "'; expected image, prompt, box_threshold, text_threshold");
     }
   }
   if (!j.contains("image")) refuse(400, "missing field 'image' (the image file, base64-encoded)");
@@ -116,12 +118,18 @@ std::string base64_decode(const std::string& text) {
   for (size_t i = start; i < text.size(); i++) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
+      continue;
     else if (c == '=') {
       pad++;
       continue;
@@ -138,8 +146,10 @@ std::string base64_decode(const std::string& text) {
       out.push_back(char((acc >> bits) & 0xff));
     }
   }
-  if (symbols % 4 == 1) refuse(400, "'image' is not valid base64: ", symbols, " symbols is not a possible length");
-  if (pad > 2 || (pad && (symbols + pad) % 4 != 0)) refuse(400, "'image' is not valid base64: wrong '=' padding");
+  if (symbols % 4 == 1)
+    refuse(400, "'image' is not valid base64: ", symbols, " symbols is not a possible length");
+  if (pad > 2 || (pad && (symbols + pad) % 4 != 0))
+    refuse(400, "'image' is not valid base64: wrong '=' padding");
   return out;
 }
 
@@ -162,9 +172,9 @@ std::string base64_encode(const std::string& bytes) {
 namespace {
 
 const std::pair<DType, const char*> kDatatypes[] = {
-    {DType::boolean, "BOOL"}, {DType::u8, "UINT8"},   {DType::u16, "UINT16"}, {DType::u32, "UINT32"},
-    {DType::u64, "UINT64"},   {DType::i8, "INT8"},    {DType::i16, "INT16"},  {DType::i32, "INT32"},
-    {DType::i64, "INT64"},    {DType::f16, "FP16"},   {DType::f32, "FP32"},   {DType::f64, "FP64"},
+    {DType::boolean, "BOOL"}, {DType::u8, "UINT8"}, {DType::u16, "UINT16"}, {DType::u32, "UINT32"},
+    {DType::u64, "UINT64"},   {DType::i8, "INT8"},  {DType::i16, "INT16"},  {DType::i32, "INT32"},
+    {DType::i64, "INT64"},    {DType::f16, "FP16"}, {DType::f32, "FP32"},   {DType::f64, "FP64"},
     {DType::bf16, "BF16"}};
 
 // Appends the leaves of nested arrays in row-major order.
@@ -177,14 +187,16 @@ void flatten(const json& v, std::vector<const json*>& out, int depth) {
   for (auto& e : v) flatten(e, out, depth + 1);
 }
 
-template <class T> T element(const json& v, const std::string& input, size_t i, DType dt) {
+template <class T>
+T element(const json& v, const std::string& input, size_t i, DType dt) {
   auto bad = [&](const char* expected) -> T {
     refuse(400, "input '", input, "': data[", i, "] is ", v.is_string() ? "a string" : v.type_name(), " ",
            v.dump().substr(0, 40), "; ", kserve_datatype(dt), " expects ", expected);
   };
   if constexpr (std::is_same_v<T, bool>) {
     if (v.is_boolean()) return v.get<bool>();
-    if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1)) return v.get<int64_t>() == 1;
+    if (v.is_number_integer() && (v.get<int64_t>() == 0 || v.get<int64_t>() == 1))
+      return v.get<int64_t>() == 1;
     return bad("true or false");
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number()) return bad("a number");
@@ -214,35 +226,39 @@ Tensor parse_tensor(const json& in, size_t index) {
     return *it;
   };
   const json& name_v = field("name");
-  if (!name_v.is_string()) refuse(400, "inputs[", index, "].name is JSON ", name_v.type_name(), "; expected a string");
+  if (!name_v.is_string())
+    refuse(400, "inputs[", index, "].name is JSON ", name_v.type_name(), "; expected a string");
   std::string name = name_v.get<std::string>().substr(0, 200);
   const json& dt_v = field("datatype");
-  if (!dt_v.is_string()) refuse(400, "input '", name, "': datatype is JSON ", dt_v.type_name(), "; expected a string");
+  if (!dt_v.is_string())
+    refuse(400, "input '", name, "': datatype is JSON ", dt_v.type_name(), "; expected a string");
   DType dt = dtype_from_kserve(dt_v.get<std::string>());
   if (dt == DType::undefined)
     refuse(400, "input '", name, "': datatype '", dt_v.get<std::string>().substr(0, 40),
            "' is not supported; expected one of BOOL, INT8..INT64, UINT8..UINT64, FP16, FP32, FP64, BF16");
   const json& shape_v = field("shape");
-  if (!shape_v.is_array()) refuse(400, "input '", name, "': shape is JSON ", shape_v.type_name(), "; expected an array");
+  if (!shape_v.is_array())
+    refuse(400, "input '", name, "': shape is JSON ", shape_v.type_name(), "; expected an array");
   if (shape_v.size() > 8) refuse(400, "input '", name, "': shape has rank ", shape_v.size(), "; at most 8");
   Shape shape;
   int64_t numel = 1;
   for (auto& d : shape_v) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
-      refuse(400, "input '", name, "': shape ", shape_v.dump().substr(0, 80), " has a dimension that is not a ",
-             "non-negative integer");
+      refuse(400, "input '", name, "': shape ", shape_v.dump().substr(0, 80),
+             " has a dimension that is not a ", "non-negative integer");
     shape.push_back(d.get<int64_t>());
     if (shape.back() > 0 && numel > kMaxElements / shape.back())
       refuse(400, "input '", name, "': shape ", shape_v.dump().substr(0, 80), " has too many elements");
     numel *= shape.back();
   }
   const json& data_v = field("data");
-  if (!data_v.is_array()) refuse(400, "input '", name, "': data is JSON ", data_v.type_name(), "; expected an array");
+  if (!data_v.is_array())
+    refuse(400, "input '", name, "': data is JSON ", data_v.type_name(), "; expected an array");
   std::vector<const json*> flat;
   flatten(data_v, flat, 0);
   if (int64_t(flat.size()) != numel)
-    refuse(400, "input '", name, "': data has ", flat.size(), " elements but shape ", shape_str(shape), " needs ",
-           numel);
+    refuse(400, "input '", name, "': data has ", flat.size(), " elements but shape ", shape_str(shape),
+           " needs ", numel);
   Tensor t(dt, shape);
   if (dt == DType::f16 || dt == DType::bf16) {
     auto* p = static_cast<uint16_t*>(t.raw());
@@ -322,7 +338,8 @@ InferRequest parse_infer_request(const std::string& body, const Model& model) {
         r.inputs[name] = parse_tensor(v[i], i);
       }
     } else if (key == "outputs") {
-      if (!v.is_array()) refuse(400, "'outputs' is JSON ", v.type_name(), "; expected an array of {\"name\": ...}");
+      if (!v.is_array())
+        refuse(400, "'outputs' is JSON ", v.type_name(), "; expected an array of {\"name\": ...}");
       for (auto& o : v) {
         if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
           refuse(400, "'outputs' entries must be objects with a string 'name'");
@@ -333,7 +350,8 @@ InferRequest parse_infer_request(const std::string& body, const Model& model) {
           known = known || d.name == name;
           names += (names.empty() ? "" : ", ") + d.name;
         }
-        if (!known) refuse(400, "unknown output '", name.substr(0, 200), "'; the model's outputs are ", names);
+        if (!known)
+          refuse(400, "unknown output '", name.substr(0, 200), "'; the model's outputs are ", names);
         r.outputs.push_back(name);
       }
     } else if (key != "parameters") {
@@ -351,14 +369,19 @@ json infer_response(const std::string& model_name, const std::string& id, const 
   for (auto& name : names) {
     const Tensor& t = outputs.at(name);
     std::string dt = kserve_datatype(t.dtype());
-    j["outputs"].push_back(
-        {{"name", name}, {"datatype", dt.empty() ? dtype_name(t.dtype()) : dt}, {"shape", t.shape()}, {"data", tensor_data(t)}});
+    j["outputs"].push_back({{"name", name},
+                            {"datatype", dt.empty() ? dtype_name(t.dtype()) : dt},
+                            {"shape", t.shape()},
+                            {"data", tensor_data(t)}});
   }
   return j;
 }
 
 json model_metadata(const std::string& name, const Model& model) {
-  json j = {{"name", name}, {"versions", {"1"}}, {"platform", "onnx"}, {"inputs", json::array()},
+  json j = {{"name", name},
+            {"versions", {"1"}},
+            {"platform", "onnx"},
+            {"inputs", json::array()},
             {"outputs", json::array()}};
   for (auto& d : model.graph.inputs) j["inputs"].push_back(decl_json(d));
   for (auto& d : model.graph.outputs) j["outputs"].push_back(decl_json(d));

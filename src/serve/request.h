@@ -26,7 +26,8 @@ class HttpError : public Error {
   int status_;
 };
 
-template <class... Args> [[noreturn]] void refuse(int status, const Args&... args) {
+template <class... Args>
+[[noreturn]] void refuse(int status, const Args&... args) {
   throw HttpError(status, cat(args...));
 }
 

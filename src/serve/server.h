@@ -23,7 +23,7 @@ namespace vlrt::serve {
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port
+  int port = 8080;         // 0: any free port
   std::string model_name;  // "" : from the model's file name (its folder's for model.onnx)
   int64_t max_batch = 0;   // 0: the plan's largest that fits the memory budget
   double max_queue_delay_ms = 2;
@@ -32,8 +32,8 @@ struct ServeOptions {
   size_t max_body_bytes = 32 << 20;
   size_t max_prompt_bytes = 2048;
   int64_t max_image_pixels = 64'000'000;
-  int http_threads = 64;
-  bool warm_up = true;  // one detection at start, so the plan and the gauges exist before traffic
+  int http_threads = 0;  // 0: max_queue + 64
+  bool warm_up = true;   // one detection at start, so the plan and the gauges exist before traffic
 };
 
 // Counts for the exit line and the shutdown test.
@@ -41,6 +41,7 @@ struct ServeStats {
   uint64_t accepted = 0;   // queued for the model
   uint64_t completed = 0;  // of those, answered with the model's result
   uint64_t timed_out = 0;  // of those, answered 504
+  uint64_t failed = 0;     // of those, the model run failed (4xx/5xx)
   uint64_t refused = 0;    // 503: queue full or shutting down
 };
 
@@ -90,7 +91,7 @@ class Server {
   std::unique_ptr<Batcher> batcher_;
   std::map<std::string, int64_t> batch_limits_;  // worker thread only: "WxH/L" -> plan's max batch
   std::atomic<bool> ready_{false}, draining_{false};
-  std::atomic<uint64_t> accepted_{0}, completed_{0}, timed_out_{0}, refused_{0};
+  std::atomic<uint64_t> accepted_{0}, completed_{0}, timed_out_{0}, failed_{0}, refused_{0};
   std::mutex shutdown_mu_;
   std::thread listen_thread_;
 };

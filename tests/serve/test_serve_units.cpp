@@ -1,0 +1,251 @@
+// The server's parts on their own: the metrics registry, request parsing, the batcher.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "serve/batcher.h"
+#include "serve/metrics.h"
+#include "serve/request.h"
+
+namespace vlrt::serve {
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(ServeMetrics, RendersPrometheusText) {
+  Metrics m;
+  m.counter("req_total", "Requests.");
+  m.gauge("depth", "Queue depth.");
+  m.histogram("lat_seconds", "Latency.", {0.1, 1});
+  m.add("req_total", {{"endpoint", "/v1/detect"}, {"status", "200"}});
+  m.add("req_total", {{"endpoint", "/v1/detect"}, {"status", "200"}});
+  m.add("req_total", {{"path", "a\"b\\c\nd"}});
+  m.set("depth", {}, 3);
+  m.observe("lat_seconds", {{"e", "x"}}, 0.05);
+  m.observe("lat_seconds", {{"e", "x"}}, 0.5);
+  m.observe("lat_seconds", {{"e", "x"}}, 7);
+  std::string page = m.render();
+  EXPECT_TRUE(contains(page, "# HELP req_total Requests.\n# TYPE req_total counter\n")) << page;
+  EXPECT_TRUE(contains(page, "req_total{endpoint=\"/v1/detect\",status=\"200\"} 2\n")) << page;
+  EXPECT_TRUE(contains(page, "req_total{path=\"a\\\"b\\\\c\\nd\"} 1\n")) << page;
+  EXPECT_TRUE(contains(page, "# TYPE depth gauge\ndepth 3\n")) << page;
+  EXPECT_TRUE(contains(page, "lat_seconds_bucket{e=\"x\",le=\"0.1\"} 1\n")) << page;
+  EXPECT_TRUE(contains(page, "lat_seconds_bucket{e=\"x\",le=\"1\"} 2\n")) << page;
+  EXPECT_TRUE(contains(page, "lat_seconds_bucket{e=\"x\",le=\"+Inf\"} 3\n")) << page;
+  EXPECT_TRUE(contains(page, "lat_seconds_sum{e=\"x\"} 7.55\n")) << page;
+  EXPECT_TRUE(contains(page, "lat_seconds_count{e=\"x\"} 3\n")) << page;
+  EXPECT_EQ(m.value("req_total", {{"endpoint", "/v1/detect"}, {"status", "200"}}), 2);
+  EXPECT_THROW(m.set("req_total", {}, 1), Error);  // counters only go up
+  EXPECT_THROW(m.add("undeclared"), Error);
+}
+
+TEST(ServeRequest, Base64) {
+  std::string all;
+  for (int i = 0; i < 256; i++) all.push_back(char(i));
+  for (size_t n : {0, 1, 2, 3, 4, 255, 256})
+    EXPECT_EQ(base64_decode(base64_encode(all.substr(0, n))), all.substr(0, n));
+  EXPECT_EQ(base64_decode("aGVs\nbG8="), "hello");
+  EXPECT_EQ(base64_decode("aGVsbG8"), "hello");  // unpadded
+  EXPECT_EQ(base64_decode("data:image/png;base64,aGVsbG8="), "hello");
+  auto error = [](const std::string& s) {
+    try {
+      base64_decode(s);
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_TRUE(contains(error("aGV*bG8="), "character 3")) << error("aGV*bG8=");
+  EXPECT_TRUE(contains(error("aGVsb"), "not a possible length"));
+  EXPECT_TRUE(contains(error("aGVsbG8=aGVs"), "after '=' padding"));
+  EXPECT_TRUE(contains(error("aGVsbG==="), "padding"));
+}
+
+TEST(ServeRequest, Utf8) {
+  EXPECT_EQ(invalid_utf8_at("person . caf\xc3\xa9 ."), std::string::npos);
+  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);
+  EXPECT_EQ(invalid_utf8_at("a\xc3"), 1u);             // cut short
+  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong
+  EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // surrogate
+  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
+}
+
+TEST(ServeRequest, KServeDatatypes) {
+  EXPECT_EQ(kserve_datatype(DType::f32), "FP32");
+  EXPECT_EQ(kserve_datatype(DType::i64), "INT64");
+  EXPECT_EQ(kserve_datatype(DType::boolean), "BOOL");
+  EXPECT_EQ(dtype_from_kserve("FP16"), DType::f16);
+  EXPECT_EQ(dtype_from_kserve("BYTES"), DType::undefined);
+}
+
+TEST(ServeRequest, InferRequestParsesAndRefuses) {
+  Model model;
+  model.graph.outputs.push_back({"y", DType::f32, false, {}});
+  InferRequest r = parse_infer_request(
+      R"({"id":"7","inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]},
+          {"name":"m","shape":[3],"datatype":"BOOL","data":[true,false,1]}],"outputs":[{"name":"y"}]})",
+      model);
+  EXPECT_EQ(r.id, "7");
+  ASSERT_EQ(r.inputs.size(), 2u);
+  EXPECT_EQ(r.inputs.at("x").to_int64_vector(), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(r.inputs.at("m").data<bool>()[2], true);
+  EXPECT_EQ(r.outputs, std::vector<std::string>{"y"});
+
+  auto error = [&](const std::string& body) {
+    try {
+      parse_infer_request(body, model);
+    } catch (const HttpError& e) {
+      EXPECT_EQ(e.status(), 400) << body;
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto in = [](const std::string& tensor) { return R"({"inputs":[)" + tensor + "]}"; };
+  EXPECT_TRUE(contains(error("[1,2]"), "expected a JSON object"));
+  EXPECT_TRUE(contains(error("{\"inputs\":"), "not valid JSON"));
+  EXPECT_TRUE(contains(error(std::string(100000, '[') + std::string(100000, ']')), "nested deeper than 64"));
+  EXPECT_TRUE(contains(error("{}"), "missing field 'inputs'"));
+  EXPECT_TRUE(contains(error(R"({"inputs":{}})"), "expected an array of tensors"));
+  EXPECT_TRUE(contains(error(in(R"({"name":"x","shape":[2],"datatype":"FP32","data":[1]})")),
+                       "data has 1 elements but shape [2] needs 2"));
+  EXPECT_TRUE(contains(error(in(R"({"name":"x","shape":[1],"datatype":"FP128","data":[1]})")),
+                       "datatype 'FP128' is not supported"));
+  EXPECT_TRUE(
+      contains(error(in(R"({"name":"x","shape":[-1],"datatype":"FP32","data":[]})")), "non-negative"));
+  EXPECT_TRUE(contains(error(in(R"({"name":"x","shape":[1],"datatype":"FP32","data":["a"]})")),
+                       "data[0] is a string"));
+  EXPECT_TRUE(
+      contains(error(in(R"({"name":"x","shape":[1],"datatype":"INT8","data":[300]})")), "in its range"));
+  EXPECT_TRUE(
+      contains(error(in(R"({"name":"x","shape":[1],"datatype":"INT64","data":[1.5]})")), "an integer"));
+  EXPECT_TRUE(
+      contains(error(in(R"({"name":"x","shape":[1],"datatype":"BOOL","data":[2]})")), "true or false"));
+  EXPECT_TRUE(contains(error(in(R"({"name":"x","shape":[1],"datatype":"FP32"})")), "has no 'data'"));
+  EXPECT_TRUE(
+      contains(error(in(R"({"name":"x","shape":[4294967296,4294967296],"datatype":"FP32","data":[]})")),
+               "too many elements"));
+  EXPECT_TRUE(contains(error(in(R"({"name":"x","shape":[1],"datatype":"FP32","data":[1]},
+                                  {"name":"x","shape":[1],"datatype":"FP32","data":[1]})")),
+                       "given twice"));
+  EXPECT_TRUE(contains(error(R"({"inputs":[],"outputs":[{"name":"z"}]})"), "unknown output 'z'"));
+  EXPECT_TRUE(contains(error(R"({"inputs":[],"extra":1})"), "unknown field 'extra'"));
+}
+
+namespace {
+
+struct TestJob : Job {
+  int id = 0;
+};
+
+std::shared_ptr<TestJob> job(const std::string& key, int id) {
+  auto j = std::make_shared<TestJob>();
+  j->key = key;
+  j->id = id;
+  return j;
+}
+
+}  // namespace
+
+TEST(ServeBatcher, GroupsByKeyUpToTheLimit) {
+  std::mutex mu;
+  std::vector<std::vector<int>> batches;
+  BatcherOptions o;
+  o.max_delay = std::chrono::milliseconds(150);
+  Batcher b(
+      o, [](const Job&) { return 3; },
+      [&](const std::vector<std::shared_ptr<Job>>& batch) {
+        std::vector<int> ids;
+        for (auto& j : batch) ids.push_back(static_cast<TestJob&>(*j).id);
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          batches.push_back(ids);
+        }
+        for (auto& j : batch) j->finish();
+      });
+  std::vector<std::shared_ptr<TestJob>> jobs = {job("a", 1), job("b", 2), job("a", 3),
+                                                job("", 4),  job("a", 5), job("a", 6)};
+  for (auto& j : jobs) ASSERT_EQ(b.submit(j), Batcher::Submit::queued);
+  for (auto& j : jobs) ASSERT_TRUE(j->finished_by(Clock::now() + std::chrono::seconds(5)));
+  std::lock_guard<std::mutex> lk(mu);
+  // The oldest ("a") fills to the limit at once; "b" and the key-less job go alone; the
+  // last "a" waits out the delay by itself.
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(batches[0], (std::vector<int>{1, 3, 5}));
+  EXPECT_EQ(batches[1], (std::vector<int>{2}));
+  EXPECT_EQ(batches[2], (std::vector<int>{4}));
+  EXPECT_EQ(batches[3], (std::vector<int>{6}));
+  EXPECT_EQ(jobs[0]->batch_size, 3);
+}
+
+TEST(ServeBatcher, ShortBatchesArePowersOfTwo) {
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  BatcherOptions o;
+  o.max_delay = std::chrono::milliseconds(50);
+  Batcher b(
+      o, [](const Job&) { return 8; },
+      [&](const std::vector<std::shared_ptr<Job>>& batch) {
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          sizes.push_back(batch.size());
+        }
+        for (auto& j : batch) j->finish();
+      });
+  std::vector<std::shared_ptr<TestJob>> jobs;
+  for (int i = 0; i < 7; i++) jobs.push_back(job("k", i));
+  for (auto& j : jobs) b.submit(j);
+  for (auto& j : jobs) ASSERT_TRUE(j->finished_by(Clock::now() + std::chrono::seconds(5)));
+  std::lock_guard<std::mutex> lk(mu);
+  EXPECT_EQ(sizes, (std::vector<size_t>{4, 2, 1}));
+}
+
+TEST(ServeBatcher, FullQueueCancelAndDrain) {
+  std::atomic<int> ran{0};
+  BatcherOptions o;
+  o.max_queue = 2;
+  o.max_delay = std::chrono::seconds(30);  // nothing runs until drained
+  Batcher b(
+      o, [](const Job&) { return 8; },
+      [&](const std::vector<std::shared_ptr<Job>>& batch) {
+        ran += int(batch.size());
+        for (auto& j : batch) j->finish();
+      });
+  auto j1 = job("k", 1), j2 = job("k", 2), j3 = job("k", 3);
+  EXPECT_EQ(b.submit(j1), Batcher::Submit::queued);
+  EXPECT_EQ(b.submit(j2), Batcher::Submit::queued);
+  EXPECT_EQ(b.submit(j3), Batcher::Submit::full);
+  EXPECT_EQ(b.depth(), 2u);
+  EXPECT_TRUE(b.cancel(j1));
+  EXPECT_FALSE(b.cancel(j1));
+  EXPECT_EQ(b.depth(), 1u);
+  b.drain();  // does not wait out the delay
+  EXPECT_EQ(ran, 1);
+  EXPECT_TRUE(j2->finished_by(Clock::now()));
+  EXPECT_EQ(b.submit(j3), Batcher::Submit::closed);
+}
+
+TEST(ServeBatcher, AThrowingRunFailsItsJobsOnly) {
+  BatcherOptions o;
+  o.max_delay = std::chrono::milliseconds(0);
+  Batcher b(
+      o, [](const Job&) { return 1; },
+      [](const std::vector<std::shared_ptr<Job>>& batch) {
+        if (static_cast<TestJob&>(*batch[0]).id == 1) throw std::runtime_error("boom");
+        for (auto& j : batch) j->finish();
+      });
+  auto bad = job("", 1), good = job("", 2);
+  b.submit(bad);
+  b.submit(good);
+  ASSERT_TRUE(bad->finished_by(Clock::now() + std::chrono::seconds(5)));
+  ASSERT_TRUE(good->finished_by(Clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(bad->status, 500);
+  EXPECT_TRUE(contains(bad->error, "boom"));
+  EXPECT_EQ(good->status, 200);
+}
+
+}  // namespace vlrt::serve
