@@ -62,8 +62,7 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
       shapes_known = shapes_known && v.shape_known;
       if (v.shape_known) out_elems += shape_numel(v.shape);
     }
-    bool fold = all_known && computable_on_cpu(node) &&
-                (!shapes_known || out_elems <= kFoldLimit);
+    bool fold = all_known && computable_on_cpu(node) && (!shapes_known || out_elems <= kFoldLimit);
     if (fold) {
       std::vector<Tensor> results = run_node_cpu(node, opset, in_values, pool);
       for (size_t i = 0; i < results.size(); i++)

@@ -136,6 +136,8 @@ std::vector<Case> cases() {
   c.push_back({"MatMul", {f32({5, 6}), f32({6})}});
   c.push_back({"MatMul", {f32({6}), f32({6})}});
   c.push_back({"MatMul", {f32({3, 0}), f32({0, 4})}});
+  c.push_back({"MatMul", {f32({2, 130, 75}), f32({2, 75, 67})}});
+  c.push_back({"MatMul", {f32({3, 1, 40}), f32({40, 150})}});
   c.push_back({"Gemm", {f32({5, 7}), f32({7, 3})}});
   c.push_back({"Gemm",
                {f32({7, 5}), f32({3, 7}), f32({3})},
@@ -143,6 +145,7 @@ std::vector<Case> cases() {
   c.push_back({"Gemm", {f32({5, 7}), f32({7, 3}), f32({5, 1})}});
   c.push_back({"Gemm", {f32({5, 7}), f32({7, 3}), f32({})}, {{"beta", attr_f(0)}}});
   c.push_back({"Gemm", {f32({20, 17}), f32({20, 18}), f32({17, 18})}, {{"transA", attr_i(1)}}});
+  c.push_back({"Gemm", {f32({70, 130}), f32({90, 130}), f32({90})}, {{"transB", attr_i(1)}}});
 
   // Conv.
   c.push_back(
@@ -162,6 +165,8 @@ std::vector<Case> cases() {
   c.push_back({"Conv", {f32({2, 3, 10}), f32({4, 3, 3}), f32({4})}, {{"pads", attr_ints({2, 0})}}});
   c.push_back({"Conv", {f32({1, 2, 4, 5, 6}), f32({3, 2, 2, 3, 2})}});
   c.push_back({"Conv", {f32({1, 8, 5, 5}), f32({16, 8, 1, 1})}});
+  c.push_back(
+      {"Conv", {f32({2, 20, 13, 11}), f32({70, 20, 3, 3}), f32({70})}, {{"pads", attr_ints({1, 1, 1, 1})}}});
 
   // Softmax and normalization.
   c.push_back({"Softmax", {f32({3, 7, 13}, -5, 5)}});
@@ -226,6 +231,14 @@ std::vector<Case> cases() {
        {f32({2, 2, 8, 7})},
        {{"kernel_shape", attr_ints({2, 3})}, {"strides", attr_ints({2, 2})}, {"ceil_mode", attr_i(1)}}});
 
+  // Pad in every mode, with negative pads (crops) and axes.
+  c.push_back({"Pad", {f32({2, 3, 5}), i64s({0, 1, 2, 1, 0, 3}), f32_scalar(1.5)}});
+  c.push_back({"Pad", {f32({3, 5}), i64s({1, -1, 2, 2})}, {{"mode", attr_s("reflect")}}});
+  c.push_back({"Pad", {f32({3, 5}), i64s({2, 0, 1, 3})}, {{"mode", attr_s("edge")}}});
+  c.push_back({"Pad", {ints(DType::i64, {3, 4}, -9, 9), i64s({4, 5, 0, 6})}, {{"mode", attr_s("wrap")}}, 18});
+  c.push_back({"Pad", {f32({1, 2, 4, 4}), i64s({1, 1, 2, 0}), omitted(), i64s({2, -1})}, {}, 18});
+  c.push_back({"Pad", {f32({2, 3})}, {{"pads", attr_ints({0, 1, 1, 0})}, {"value", attr_f(-2)}}, 7});
+
   // Data movement.
   c.push_back({"Transpose", {f32({3, 4, 5})}, {{"perm", attr_ints({2, 0, 1})}}});
   c.push_back({"Transpose", {f32({7, 13})}});
@@ -255,6 +268,8 @@ std::vector<Case> cases() {
   c.push_back({"Expand", {f32({3, 1}), i64s({2, 3, 4})}});
   c.push_back({"Expand", {booleans({1, 5}), i64s({3, 1})}});
   c.push_back({"Tile", {f32({2, 3}), i64s({2, 3})}});
+  c.push_back({"Dropout", {f32({3, 4}), f32_scalar(0.5)}, {}, 17, 2});
+  c.push_back({"Dropout", {f32({3, 4})}, {}, 7, 2});
   return c;
 }
 
@@ -266,7 +281,13 @@ std::string case_name(const Case& c) {
     s += c.inputs[i].omitted ? "none" : cat(dtype_name(c.inputs[i].dtype), shape_str(c.inputs[i].shape));
   }
   s += ")";
-  for (auto& [name, a] : c.attrs) s += cat(" ", name);
+  for (auto& [name, a] : c.attrs) {
+    s += " " + name + "=";
+    if (a.kind == Attribute::Kind::i) s += std::to_string(a.i);
+    if (a.kind == Attribute::Kind::f) s += cat(a.f);
+    if (a.kind == Attribute::Kind::s) s += a.s;
+    if (a.kind == Attribute::Kind::ints) s += shape_str(a.ints);
+  }
   if (c.opset != 17) s += cat(" opset ", c.opset);
   return s;
 }
@@ -308,7 +329,7 @@ constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xA5;
 
 // Runs the node on `b`: every tensor at its own offset inside one buffer, guard bytes
-// between them; fails the test when a kernel writes outside its output.
+// between them; fails the test when a kernel writes outside its outputs.
 std::vector<Tensor> run_on_backend(Backend& b, const Node& node, int64_t opset,
                                    const std::vector<Tensor>& in) {
   std::vector<ValueInfo> vi(in.size());
@@ -346,9 +367,15 @@ std::vector<Tensor> run_on_backend(Backend& b, const Node& node, int64_t opset,
     b.copy_from_host(in[i], dev_in[i]);
     in_ptrs[i] = &dev_in[i];
   }
+  const OpSchema* schema = find_schema(node.domain, node.op_type);
   for (size_t i = 0; i < out_info.size(); i++) {
     dev_out[i] = Tensor(out_info[i].dtype, out_info[i].shape, buffer, offsets[slot++]);
     out_ptrs[i] = &dev_out[i];
+  }
+  // A view's output 0 is made by the executor, not by the backend.
+  if (schema->alias_input >= 0) {
+    dev_out[0] = dev_in[size_t(schema->alias_input)].reshaped(out_info[0].shape);
+    out_ptrs[0] = nullptr;
   }
   b.execute(node, opset, in_ptrs, out_ptrs);
   b.synchronize();
@@ -369,6 +396,11 @@ std::vector<Tensor> run_on_backend(Backend& b, const Node& node, int64_t opset,
       ADD_FAILURE() << "the kernel wrote outside its output (byte " << k << " of the buffer)";
       break;
     }
+  for (size_t i = 0, s = 0; i < in.size(); i++) {
+    if (!in[i].defined()) continue;
+    if (std::memcmp(bytes + offsets[s++], in[i].raw(), in[i].nbytes()) != 0)
+      ADD_FAILURE() << "the kernel changed input " << i;
+  }
   return result;
 }
 

@@ -22,10 +22,6 @@ std::vector<int64_t> ClContext::input_ints(size_t i) const {
   return host.to_int64_vector();
 }
 
-Tensor ClContext::scratch(DType dtype, const Shape& shape) {
-  return Tensor(dtype, shape, backend.allocate(size_t(shape_numel(shape)) * dtype_size(dtype)), 0);
-}
-
 cl_kernel ClContext::kernel(const ClProgram& program, const char* name) {
   return backend.kernel(program, name);
 }

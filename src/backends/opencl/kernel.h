@@ -84,8 +84,6 @@ class ClContext {
 
   // A small device input (axes, starts ...) read back to the host.
   std::vector<int64_t> input_ints(size_t i) const;
-  // A device tensor for intermediate results, freed with the returned Tensor.
-  Tensor scratch(DType dtype, const Shape& shape);
 
   cl_kernel kernel(const ClProgram& program, const char* name);
   // Work-group size for kernels where a group shares one row of `n` elements: a power of

@@ -1,8 +1,6 @@
 #include "backends/opencl/opencl_backend.h"
 
 #include <climits>
-#include <chrono>
-#include <cstdio>
 #include <map>
 
 #include "ops/op_schema.h"
@@ -158,7 +156,8 @@ OpenClBackend::OpenClBackend(int index) : index_(index) {
   std::vector<FoundDevice> devices = list_devices(&problem);
   if (index < 0 || size_t(index) >= devices.size()) {
     if (problem.empty()) {
-      problem = cat("there are ", devices.size(), " OpenCL devices (");
+      problem =
+          cat("this machine has ", devices.size(), " OpenCL device", devices.size() == 1 ? "" : "s", " (");
       for (size_t i = 0; i < devices.size(); i++)
         problem += cat(i ? ", " : "", "opencl:", i, " ", device_string(devices[i].id, CL_DEVICE_NAME));
       problem += ")";
@@ -232,7 +231,12 @@ void OpenClBackend::copy_to_host(const Tensor& src, Tensor& dst) {
 bool OpenClBackend::supports(const Node& node, const std::vector<DType>& input_dtypes,
                              std::string* why) const {
   const OpSchema* schema = find_schema(node.domain, node.op_type);
-  if (schema && schema->alias_input >= 0) return true;  // a view: the executor makes it, no kernel runs
+  // A view: the executor makes it and no kernel runs, unless it has more outputs (Dropout's mask).
+  if (schema && schema->alias_input >= 0) {
+    bool more = false;
+    for (size_t i = 1; i < node.outputs.size(); i++) more = more || !node.outputs[i].empty();
+    if (!more) return true;
+  }
   auto it = (node.domain.empty() || node.domain == "ai.onnx") ? opencl_ops().find(node.op_type)
                                                               : opencl_ops().end();
   if (it == opencl_ops().end()) {
@@ -253,10 +257,7 @@ void OpenClBackend::execute(const Node& node, int64_t opset, const std::vector<c
   for (const Tensor* t : inputs) check_size(t);
   for (const Tensor* t : outputs) check_size(t);
   ClContext ctx(*this, node, opset, inputs, outputs);
-  auto t0 = std::chrono::steady_clock::now();
   it->second.run(ctx);
-  clFinish(queue_);
-  fprintf(stderr, "PROF %s %.3f %s\n", node.op_type.c_str(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(), inputs[0] ? inputs[0]->describe().c_str() : "");
 }
 
 void OpenClBackend::synchronize() { cl_check(clFinish(queue_), cat("clFinish on ", description_).c_str()); }

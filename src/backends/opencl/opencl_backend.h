@@ -1,6 +1,7 @@
 // The OpenCL backend: the OpenCL 1.2 C kernels of src/backends/opencl/ops on device
 // buffers (a Buffer's data is its cl_mem). `opencl:N` is the N-th device when the
 // GPUs of all platforms come first, in platform order, and then every other device.
+// One executor drives a backend: kernels and their arguments are not shared across threads.
 #pragma once
 
 #include <map>
@@ -32,7 +33,7 @@ class OpenClBackend : public Backend {
   // "opencl:0 (pthread-skylake ..., Portable Computing Language)" for messages.
   const std::string& description() const { return description_; }
   cl_command_queue queue() const { return queue_; }
-  // Edge of the square work-groups of the MatMul/Gemm kernels (TILE in the programs).
+  // Edge of the square work-groups of the MatMul, Gemm and Conv kernels (TILE in the programs).
   size_t tile() const { return tile_; }
   // Largest work-group the row kernels (Softmax, LayerNorm, reductions) use: a power of two.
   size_t max_group() const { return max_group_; }

@@ -1,7 +1,7 @@
 // OpenCL kernels of the linear-algebra family: MatMul and Gemm share one tiled kernel
 // (operands addressed by row and column strides, so transposes cost nothing, and
-// batch axes broadcast by strides); Conv is a direct convolution over up to three
-// spatial axes, one output element per work-item.
+// batch axes broadcast by strides); Conv is the same tiling as an implicit GEMM over
+// up to three spatial axes, its im2col matrix read from the input on the fly.
 #include <algorithm>
 
 #include "backends/opencl/kernel.h"
@@ -13,17 +13,21 @@ namespace vlrt {
 namespace {
 
 const ClProgram kProgram{"linalg", R"CL(
-// y[b] = alpha * A[b] x B[b] (+ beta * C) for one TILE x TILE block of y per work-group.
-// A(i, p) is a[i * a_rs + p * a_cs], B(p, j) is b[p * b_rs + j * b_cs]; batch b's
-// matrices start at offsets given by the batch strides.
+// y[b] = alpha * A[b] x B[b] (+ beta * C). A work-group of TILE x TILE items computes a
+// TS x TS block of y, each item WPT x WPT outputs TILE apart, from TK-deep slices of A
+// and B staged in local memory. A(i, p) is a[i * a_rs + p * a_cs], B(p, j) is
+// b[p * b_rs + j * b_cs]; batch b's matrices start at offsets given by the batch strides.
+#define WPT 4
+#define TS (TILE * WPT)
+#define TK 16
 __kernel void matmul_f32(int M, int N, int K, __global const float* ap, long ao, int a_rs, int a_cs,
                          __global const float* bp, long bo, int b_rs, int b_cs, __global float* yp, long yo,
                          float alpha, float beta, __global const float* cp, long co, int c_rs, int c_cs,
                          int has_c, int batch_rank, int8 bdims_v, int8 bsa_v, int8 bsb_v) {
-  __local float as[TILE][TILE];
-  __local float bs[TILE][TILE + 1];
-  int tx = get_local_id(0), ty = get_local_id(1);
-  int j = get_group_id(0) * TILE + tx, i = get_group_id(1) * TILE + ty;
+  __local float as[TK][TS];
+  __local float bs[TK][TS];
+  int tx = get_local_id(0), ty = get_local_id(1), lid = ty * TILE + tx;
+  int row0 = get_group_id(1) * TS, col0 = get_group_id(0) * TS;
   int batch = get_global_id(2);
   UNPACK8(bdims_v, bdims);
   UNPACK8(bsa_v, bsa);
@@ -32,63 +36,110 @@ __kernel void matmul_f32(int M, int N, int K, __global const float* ap, long ao,
   offsets2(batch, batch_rank, bdims, bsa, bsb, &oa, &ob);
   __global const float* a = ap + ao + oa;
   __global const float* b = bp + bo + ob;
-  float acc = 0.0f;
-  for (int t = 0; t < K; t += TILE) {
-    int p = t + tx, q = t + ty;
-    as[ty][tx] = (i < M && p < K) ? a[i * a_rs + p * a_cs] : 0.0f;
-    bs[ty][tx] = (q < K && j < N) ? b[q * b_rs + j * b_cs] : 0.0f;
+  float acc[WPT][WPT];
+  for (int r = 0; r < WPT; r++)
+    for (int c = 0; c < WPT; c++) acc[r][c] = 0.0f;
+  for (int t = 0; t < K; t += TK) {
+    for (int l = lid; l < TS * TK; l += TILE * TILE) {
+      int r = l / TK, k = l - r * TK;
+      as[k][r] = (row0 + r < M && t + k < K) ? a[(row0 + r) * a_rs + (t + k) * a_cs] : 0.0f;
+      int kk = l / TS, c = l - kk * TS;
+      bs[kk][c] = (t + kk < K && col0 + c < N) ? b[(t + kk) * b_rs + (col0 + c) * b_cs] : 0.0f;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < TILE; k++) acc += as[ty][k] * bs[k][tx];
+    for (int k = 0; k < TK; k++) {
+      float bv[WPT];
+      for (int c = 0; c < WPT; c++) bv[c] = bs[k][tx + c * TILE];
+      for (int r = 0; r < WPT; r++) {
+        float av = as[k][ty + r * TILE];
+        for (int c = 0; c < WPT; c++) acc[r][c] += av * bv[c];
+      }
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (i < M && j < N) {
-    float v = alpha * acc;
-    if (has_c) v += beta * cp[co + i * c_rs + j * c_cs];
-    yp[yo + (long)batch * M * N + i * N + j] = v;
+  for (int r = 0; r < WPT; r++) {
+    int i = row0 + ty + r * TILE;
+    if (i >= M) break;
+    for (int c = 0; c < WPT; c++) {
+      int j = col0 + tx + c * TILE;
+      if (j >= N) break;
+      float v = alpha * acc[r][c];
+      if (has_c) v += beta * cp[co + i * c_rs + j * c_cs];
+      yp[yo + (long)batch * M * N + i * N + j] = v;
+    }
   }
 }
 
-// Direct convolution; spatial axes padded to three (d, h, w) = (x, y, z).
+// Convolution as an implicit GEMM per (image, group): y[m, pos] = sum over p of
+// W[m, p] * X'[p, pos], with p = (channel, kd, kh, kw) and the im2col matrix X' read
+// from x on the fly (zero in the padding). Spatial axes padded to three (x, y, z).
 __kernel void conv_f32(__global const float* xp, long xo, __global const float* wp, long wo,
                        __global const float* bp, long bo, int has_bias, __global float* yp, long yo, int C,
-                       int M, int G, int4 in, int4 out, int4 k, int4 st, int4 dil, int4 pad, int total) {
-  int idx = get_global_id(0);
-  if (idx >= total) return;
-  int ow = idx % out.z, t = idx / out.z;
-  int oh = t % out.y;
-  t /= out.y;
-  int od = t % out.x;
-  t /= out.x;
-  int m = t % M, n = t / M;
-  int cg = C / G, mg = M / G, g = m / mg;
-  int d0 = od * st.x - pad.x, h0 = oh * st.y - pad.y, w0 = ow * st.z - pad.z;
+                       int M, int G, int4 in, int4 out, int4 k, int4 st, int4 dil, int4 pad) {
+  __local float as[TK][TS];
+  __local float bs[TK][TS];
+  int tx = get_local_id(0), ty = get_local_id(1), lid = ty * TILE + tx;
+  int row0 = get_group_id(1) * TS, col0 = get_group_id(0) * TS;
+  int job = get_global_id(2), n = job / G, g = job - n * G;
+  int cg = C / G, mg = M / G, K = cg * k.x * k.y * k.z, P = out.x * out.y * out.z;
   __global const float* x = xp + xo + (long)(n * C + g * cg) * in.x * in.y * in.z;
-  __global const float* w = wp + wo + (long)m * cg * k.x * k.y * k.z;
-  float acc = 0.0f;
-  for (int c = 0; c < cg; c++) {
-    for (int kd = 0; kd < k.x; kd++) {
-      int id = d0 + kd * dil.x;
-      if (id < 0 || id >= in.x) continue;
-      for (int kh = 0; kh < k.y; kh++) {
-        int ih = h0 + kh * dil.y;
-        if (ih < 0 || ih >= in.y) continue;
-        __global const float* xr = x + ((c * in.x + id) * in.y + ih) * in.z;
-        __global const float* wr = w + ((c * k.x + kd) * k.y + kh) * k.z;
-        for (int kw = 0; kw < k.z; kw++) {
-          int iw = w0 + kw * dil.z;
-          if (iw >= 0 && iw < in.z) acc += xr[iw] * wr[kw];
-        }
+  __global const float* w = wp + wo + (long)g * mg * K;
+  float acc[WPT][WPT];
+  for (int r = 0; r < WPT; r++)
+    for (int c = 0; c < WPT; c++) acc[r][c] = 0.0f;
+  for (int t = 0; t < K; t += TK) {
+    for (int l = lid; l < TS * TK; l += TILE * TILE) {
+      int r = l / TK, kk = l - r * TK;
+      as[kk][r] = (row0 + r < mg && t + kk < K) ? w[(row0 + r) * K + t + kk] : 0.0f;
+      int q = l / TS, c = l - q * TS, p = t + q, pos = col0 + c;
+      float v = 0.0f;
+      if (p < K && pos < P) {
+        int kw = p % k.z, rest = p / k.z;
+        int kh = rest % k.y;
+        rest /= k.y;
+        int kd = rest % k.x, ci = rest / k.x;
+        int ow = pos % out.z, orest = pos / out.z;
+        int oh = orest % out.y, od = orest / out.y;
+        int id = od * st.x - pad.x + kd * dil.x, ih = oh * st.y - pad.y + kh * dil.y,
+            iw = ow * st.z - pad.z + kw * dil.z;
+        if (id >= 0 && id < in.x && ih >= 0 && ih < in.y && iw >= 0 && iw < in.z)
+          v = x[((ci * in.x + id) * in.y + ih) * in.z + iw];
+      }
+      bs[q][c] = v;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kk = 0; kk < TK; kk++) {
+      float bv[WPT];
+      for (int c = 0; c < WPT; c++) bv[c] = bs[kk][tx + c * TILE];
+      for (int r = 0; r < WPT; r++) {
+        float av = as[kk][ty + r * TILE];
+        for (int c = 0; c < WPT; c++) acc[r][c] += av * bv[c];
       }
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  yp[yo + idx] = acc + (has_bias ? bp[bo + m] : 0.0f);
+  for (int r = 0; r < WPT; r++) {
+    int m = row0 + ty + r * TILE;
+    if (m >= mg) break;
+    float bias = has_bias ? bp[bo + g * mg + m] : 0.0f;
+    for (int c = 0; c < WPT; c++) {
+      int pos = col0 + tx + c * TILE;
+      if (pos >= P) break;
+      yp[yo + ((long)n * M + g * mg + m) * P + pos] = acc[r][c] + bias;
+    }
+  }
 }
 )CL"};
 
-cl_int8 to_int8(const std::vector<int64_t>& v) {
-  cl_int8 r{};
-  for (size_t i = 0; i < v.size(); i++) r.s[i] = cl_int(v[i]);
-  return r;
+constexpr size_t kOutputsPerItem = 4;  // WPT in the kernels
+
+// Work-items of matmul_f32 and conv_f32 for `batch` products of M x N outputs: TILE items
+// per TS = TILE * WPT outputs along each axis.
+ClRange matmul_range(ClContext& ctx, int64_t m, int64_t n, int64_t batch) {
+  size_t tile = ctx.backend.tile(), ts = tile * kOutputsPerItem;
+  return ClRange{{(size_t(n) + ts - 1) / ts * tile, (size_t(m) + ts - 1) / ts * tile, size_t(batch)},
+                 {tile, tile, 1},
+                 3};
 }
 
 struct MatrixArgs {
@@ -99,8 +150,7 @@ struct MatrixArgs {
 void launch_matmul(ClContext& ctx, int64_t m, int64_t n, int64_t k, const Tensor& a, MatrixArgs as,
                    const Tensor& b, MatrixArgs bs, Tensor& y, float alpha, float beta, const Tensor* c,
                    MatrixArgs cs, int64_t batch, int batch_rank, cl_int8 bdims, cl_int8 bsa, cl_int8 bsb) {
-  size_t tile = ctx.backend.tile();
-  ClRange r{{size_t(n), size_t(m), size_t(batch)}, {tile, tile, 1}, 3};
+  ClRange r = matmul_range(ctx, m, n, batch);
   ctx.launch(ctx.kernel(kProgram, "matmul_f32"), r, cl_int(m), cl_int(n), cl_int(k), a, as.rows_stride,
              as.cols_stride, b, bs.rows_stride, bs.cols_stride, y, alpha, beta, c ? *c : y, cs.rows_stride,
              cs.cols_stride, cl_int(c != nullptr), cl_int(batch_rank), bdims, bsa, bsb);
@@ -117,6 +167,13 @@ void run_matmul(ClContext& ctx) {
   Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
   Shape batch = broadcast_shapes(a_batch, b_batch);
   int64_t count = shape_numel(batch);
+  // A shared B: A's batch folds into its rows, one large product (the Linear layer case).
+  if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == count) {
+    m *= count;
+    batch = {};
+    a_batch = b_batch = {};
+    count = 1;
+  }
   std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
   for (auto& s : sa) s *= m * k;
   for (auto& s : sb) s *= k * n;
@@ -140,8 +197,7 @@ void run_gemm(ClContext& ctx) {
     std::vector<int64_t> st = broadcast_strides(c->shape(), {m, n});
     cm = {cl_int(st[0]), cl_int(st[1])};
   }
-  launch_matmul(ctx, m, n, k, a, am, b, bm, y, alpha, beta, c, cm, 1, 0, to_int8({}), to_int8({}),
-                to_int8({}));
+  launch_matmul(ctx, m, n, k, a, am, b, bm, y, alpha, beta, c, cm, 1, 0, cl_int8{}, cl_int8{}, cl_int8{});
 }
 
 void run_conv(ClContext& ctx) {
@@ -173,9 +229,11 @@ void run_conv(ClContext& ctx) {
     pad.s[o + i] = cl_int(p);
   }
   bool has_bias = ctx.has_input(2);
-  ctx.launch(ctx.kernel(kProgram, "conv_f32"), cl_range(size_t(y.numel())), x, w, has_bias ? ctx.input(2) : w,
-             cl_int(has_bias), y, cl_int(x.dim(1)), cl_int(y.dim(1)), cl_int(node.attr_int("group", 1)), in,
-             out, kern, st, dil, pad, cl_int(y.numel()));
+  int64_t group = node.attr_int("group", 1), positions = int64_t(out.s[0]) * out.s[1] * out.s[2];
+  ctx.launch(ctx.kernel(kProgram, "conv_f32"),
+             matmul_range(ctx, y.dim(1) / group, positions, y.dim(0) * group), x, w,
+             has_bias ? ctx.input(2) : w, cl_int(has_bias), y, cl_int(x.dim(1)), cl_int(y.dim(1)),
+             cl_int(group), in, out, kern, st, dil, pad);
 }
 
 bool supports_float(const Node& n, const std::vector<DType>& d, std::string* why) {

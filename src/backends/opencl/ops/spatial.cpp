@@ -1,8 +1,11 @@
 // OpenCL kernels of the spatial family: MaxPool and AveragePool over up to three
-// spatial axes, one output element per work-item.
+// spatial axes, and Pad in every mode, one output element per work-item.
 #include <algorithm>
+#include <cstring>
 
 #include "backends/opencl/kernel.h"
+#include "backends/opencl/opencl_backend.h"
+#include "ops/shape_util.h"
 
 namespace vlrt {
 
@@ -51,6 +54,45 @@ __kernel void pool_f32(__global const float* xp, long xo, __global float* yp, lo
                           : taps;
   yp[yo + idx] = sum / count;
 }
+
+// Source index along one axis of output position i - pad_begin, or -1 for the constant.
+// [lo, hi) is what is left of the input after negative pads crop it; mode 0 constant,
+// 1 edge, 2 wrap, 3 reflect.
+inline int pad_source(int i, int lo, int hi, int mode) {
+  if (i >= lo && i < hi) return i;
+  int len = hi - lo;
+  if (mode == 1) return clamp(i, lo, hi - 1);
+  if (mode == 2) return lo + ((i - lo) % len + len) % len;
+  if (mode == 3) {
+    int period = 2 * (len - 1), m = period ? ((i - lo) % period + period) % period : 0;
+    return lo + (m >= len ? period - m : m);
+  }
+  return -1;
+}
+
+#define PAD(S, T)                                                                                       \
+  __kernel void pad_##S(__global const T* xp, long xo, __global T* yp, long yo, int rank, int8 out_v,   \
+                        int8 st_v, int8 pb_v, int8 lo_v, int8 hi_v, int mode, ulong value, int n) {     \
+    int i = get_global_id(0);                                                                           \
+    if (i >= n) return;                                                                                 \
+    UNPACK8(out_v, out);                                                                                \
+    UNPACK8(st_v, st);                                                                                  \
+    UNPACK8(pb_v, pb);                                                                                  \
+    UNPACK8(lo_v, lo);                                                                                  \
+    UNPACK8(hi_v, hi);                                                                                  \
+    int rest = i, off = 0, outside = 0;                                                                 \
+    for (int d = rank - 1; d >= 0; d--) {                                                               \
+      int q = rest / out[d], s = pad_source(rest - q * out[d] - pb[d], lo[d], hi[d], mode);             \
+      rest = q;                                                                                         \
+      outside = outside || s < 0;                                                                       \
+      off += s * st[d];                                                                                 \
+    }                                                                                                   \
+    yp[yo + i] = outside ? (T)value : xp[xo + off];                                                      \
+  }
+PAD(u8, uchar)
+PAD(u16, ushort)
+PAD(u32, uint)
+PAD(u64, ulong)
 )CL"};
 
 void run_pool(ClContext& ctx) {
@@ -92,6 +134,60 @@ void run_pool(ClContext& ctx) {
              st, dil, pb, pe, cl_int(y.numel()));
 }
 
+// The pad value's bits: the constant_value input (opset 11+), or the 'value' attribute.
+uint64_t pad_value(ClContext& ctx, DType dt) {
+  uint64_t bits = 0;
+  if (ctx.opset >= 11) {
+    if (!ctx.has_input(2)) return 0;
+    const Tensor& c = ctx.input(2);
+    Tensor host(c.dtype(), c.shape());
+    ctx.backend.copy_to_host(c, host);
+    std::memcpy(&bits, host.raw(), dtype_size(dt));
+    return bits;
+  }
+  float v = ctx.node.attr_float("value", 0.f);
+  if (dt != DType::f32) unsupported("OpenCL Pad before opset 11 on ", dtype_name(dt), " (float32 only)");
+  std::memcpy(&bits, &v, sizeof v);
+  return bits;
+}
+
+void run_pad(ClContext& ctx) {
+  const Node& n = ctx.node;
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  int rank = x.rank();
+  if (rank > kClMaxDims) unsupported("OpenCL Pad of rank ", rank, " (at most ", kClMaxDims, ")");
+  std::string mode = n.attr_string("mode", "constant");
+  std::vector<int64_t> pads = ctx.opset < 11 ? n.attr_ints("pads") : ctx.input_ints(1);
+  std::vector<int64_t> axes;
+  if (ctx.opset >= 11 && ctx.has_input(3)) {
+    for (int64_t a : ctx.input_ints(3)) axes.push_back(normalize_axis(a, rank));
+  } else {
+    for (int64_t a = 0; a < rank; a++) axes.push_back(a);
+  }
+  std::vector<int64_t> st = contiguous_strides(x.shape());
+  cl_int8 out{}, stride{}, pb{}, lo{}, hi{};
+  for (size_t i = 0; i < axes.size(); i++) pb.s[axes[i]] = cl_int(pads[i]);
+  for (int a = 0; a < rank; a++) {
+    // Negative pads crop the input first; the modes work on what is left.
+    int64_t in = x.shape()[a], o = y.shape()[a];
+    out.s[a] = cl_int(o);
+    stride.s[a] = cl_int(st[a]);
+    lo.s[a] = cl_int(std::max<int64_t>(0, -pb.s[a]));
+    hi.s[a] = cl_int(std::min(in, o - pb.s[a]));
+  }
+  int code = mode == "edge" ? 1 : mode == "wrap" ? 2 : mode == "reflect" ? 3 : 0;
+  ctx.launch(ctx.kernel(kProgram, cat("pad_", bits_suffix(x.dtype())).c_str()), cl_range(size_t(y.numel())),
+             x, y, cl_int(rank), out, stride, pb, lo, hi, cl_int(code), cl_ulong(pad_value(ctx, x.dtype())),
+             cl_int(y.numel()));
+}
+
+bool supports_pad(const Node& n, const std::vector<DType>& d, std::string* why) {
+  if (!bits_suffix(dtype_at(d, 0)))
+    return reject_dtype(n, 0, dtype_at(d, 0), "1, 2, 4 and 8-byte types", why);
+  return true;
+}
+
 bool supports_pool(const Node& n, const std::vector<DType>& d, std::string* why) {
   if (n.outputs.size() > 1 && !n.outputs[1].empty()) return reject(n, "the Indices output", why);
   return all_float32(n, d, why);
@@ -102,6 +198,7 @@ bool supports_pool(const Node& n, const std::vector<DType>& d, std::string* why)
 void register_opencl_spatial(ClOpTable& t) {
   t["MaxPool"] = {supports_pool, run_pool};
   t["AveragePool"] = {supports_pool, run_pool};
+  t["Pad"] = {supports_pad, run_pad};
 }
 
 }  // namespace vlrt

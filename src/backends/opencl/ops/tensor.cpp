@@ -39,6 +39,14 @@ const ClProgram kProgram{"tensor", R"CL(
     dp[dst_o + i] = sp[so + ((long)o * n_axis + id) * inner + in];                                    \
   }
 
+#define FILL(S, T)                                                          \
+  __kernel void fill_##S(__global T* dp, long dst_o, T v, int n) {          \
+    int i = get_global_id(0);                                               \
+    if (i < n) dp[dst_o + i] = v;                                           \
+  }
+FILL(u8, uchar)
+FILL(u32, uint)
+
 #define FOR_SIZE(S, T) \
   COPY(S, T)           \
   GATHER(S, T, i32, int) \
@@ -188,6 +196,18 @@ void run_gather(ClContext& ctx) {
              cl_int(n), cl_int(inner), cl_int(y.numel()));
 }
 
+// Output 0 is a view of the input (made by the executor); the mask keeps everything:
+// true, or 1.0 before opset 10 where the mask has the input's type.
+void run_dropout(ClContext& ctx) {
+  Tensor& mask = ctx.output(1);
+  if (mask.dtype() == DType::boolean)
+    ctx.launch(ctx.kernel(kProgram, "fill_u8"), cl_range(size_t(mask.numel())), mask, cl_uchar(1),
+               cl_int(mask.numel()));
+  else
+    ctx.launch(ctx.kernel(kProgram, "fill_u32"), cl_range(size_t(mask.numel())), mask, cl_uint(0x3f800000),
+               cl_int(mask.numel()));
+}
+
 // Any element of 1, 2, 4 or 8 bytes in input 0; other inputs are shapes or indices.
 bool supports_bytes(const Node& n, const std::vector<DType>& d, std::string* why) {
   if (!bits_suffix(dtype_at(d, 0)))
@@ -199,6 +219,11 @@ bool supports_gather(const Node& n, const std::vector<DType>& d, std::string* wh
   DType i = dtype_at(d, 1);
   if (i != DType::i32 && i != DType::i64) return reject_dtype(n, 1, i, "int32 and int64 indices", why);
   return supports_bytes(n, d, why);
+}
+
+bool supports_dropout(const Node& n, const std::vector<DType>& d, std::string* why) {
+  if (dtype_at(d, 0) != DType::f32) return reject_dtype(n, 0, dtype_at(d, 0), "float32", why);
+  return true;
 }
 
 bool supports_split(const Node& n, const std::vector<DType>& d, std::string* why) {
@@ -217,6 +242,7 @@ void register_opencl_tensor(ClOpTable& t) {
   t["Concat"] = {supports_bytes, run_concat};
   t["Split"] = {supports_split, run_split};
   t["Gather"] = {supports_gather, run_gather};
+  t["Dropout"] = {supports_dropout, run_dropout};
 }
 
 }  // namespace vlrt
