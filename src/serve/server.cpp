@@ -74,25 +74,6 @@ size_t resident_bytes() {
   return resident * size_t(sysconf(_SC_PAGESIZE));
 }
 
-// The model's inputs for a batch of `n` images of one size with one caption.
-std::map<std::string, std::pair<DType, Shape>> grounding_signature(int64_t n, int w, int h, int64_t len) {
-  return {{"img", {DType::f32, {n, 3, h, w}}},
-          {"input_ids", {DType::i64, {n, len}}},
-          {"attention_mask", {DType::boolean, {n, len}}},
-          {"position_ids", {DType::i64, {n, len}}},
-          {"token_type_ids", {DType::i64, {n, len}}},
-          {"text_token_mask", {DType::boolean, {n, len, len}}}};
-}
-
-Tensor repeat_rows(const Tensor& t, int64_t n) {
-  Shape shape = t.shape();
-  shape[0] = n;
-  Tensor out(t.dtype(), shape);
-  for (int64_t i = 0; i < n; i++)
-    std::memcpy(static_cast<char*>(out.raw()) + size_t(i) * t.nbytes(), t.raw(), t.nbytes());
-  return out;
-}
-
 }  // namespace
 
 struct Server::DetectJob : Job {
@@ -486,13 +467,7 @@ void Server::run_detect_batch(const std::vector<std::shared_ptr<Job>>& batch) {
       std::memcpy(static_cast<char*>(img.raw()) + size_t(i) * job.pixels.nbytes(), job.pixels.raw(),
                   job.pixels.nbytes());
     }
-    TensorMap inputs = {{"img", img},
-                        {"input_ids", repeat_rows(text.input_ids, n)},
-                        {"attention_mask", repeat_rows(text.attention_mask, n)},
-                        {"position_ids", repeat_rows(text.position_ids, n)},
-                        {"token_type_ids", repeat_rows(text.token_type_ids, n)},
-                        {"text_token_mask", repeat_rows(text.text_token_mask, n)}};
-    TensorMap out = detector_->session().run(inputs);
+    TensorMap out = detector_->session().run(grounding::grounding_inputs(std::move(img), text));
     const Tensor& logits = out.at("logits");
     const Tensor& boxes = out.at("boxes");
     VLRT_CHECK(logits.rank() == 3 && logits.dim(0) == n && boxes.rank() == 3 && boxes.dim(0) == n &&
@@ -505,7 +480,7 @@ void Server::run_detect_batch(const std::vector<std::shared_ptr<Job>>& batch) {
       job.boxes = boxes;
       job.row = i;
     }
-    record_memory(grounding_signature(n, w, h, int64_t(first.caption.input_ids.size())));
+    record_memory(grounding::grounding_signature(n, w, h, int64_t(first.caption.input_ids.size())));
   } catch (const Error& e) {
     for (auto& j : batch) {
       j->status = 500;

@@ -148,15 +148,18 @@ EncodedCaption Detector::encode(const std::string& prompt) const {
   return encode_caption(tokenizer_, prompt, options_.max_text_length);
 }
 
+std::map<std::string, std::pair<DType, Shape>> grounding_signature(int64_t n, int width, int height,
+                                                                   int64_t text_length) {
+  return {{"img", {DType::f32, {n, 3, height, width}}},
+          {"input_ids", {DType::i64, {n, text_length}}},
+          {"attention_mask", {DType::boolean, {n, text_length}}},
+          {"position_ids", {DType::i64, {n, text_length}}},
+          {"token_type_ids", {DType::i64, {n, text_length}}},
+          {"text_token_mask", {DType::boolean, {n, text_length, text_length}}}};
+}
+
 int64_t Detector::max_batch(int width, int height, const EncodedCaption& caption) {
-  TextInputs text = make_text_inputs(tokenizer_, {caption});
-  std::map<std::string, std::pair<DType, Shape>> sig = {
-      {"img", {DType::f32, {1, 3, height, width}}},
-      {"input_ids", {DType::i64, text.input_ids.shape()}},
-      {"attention_mask", {DType::boolean, text.attention_mask.shape()}},
-      {"position_ids", {DType::i64, text.position_ids.shape()}},
-      {"token_type_ids", {DType::i64, text.token_type_ids.shape()}},
-      {"text_token_mask", {DType::boolean, text.text_token_mask.shape()}}};
+  auto sig = grounding_signature(1, width, height, int64_t(caption.input_ids.size()));
   BatchSizing s = session_->size_batches(sig, 64);
   return std::max<int64_t>(1, s.max_batch);
 }
@@ -175,6 +178,16 @@ Tensor repeat_batch(const Tensor& t, int64_t n) {
 
 }  // namespace
 
+TensorMap grounding_inputs(Tensor img, const TextInputs& text) {
+  int64_t n = img.dim(0);
+  return {{"img", std::move(img)},
+          {"input_ids", repeat_batch(text.input_ids, n)},
+          {"attention_mask", repeat_batch(text.attention_mask, n)},
+          {"position_ids", repeat_batch(text.position_ids, n)},
+          {"token_type_ids", repeat_batch(text.token_type_ids, n)},
+          {"text_token_mask", repeat_batch(text.text_token_mask, n)}};
+}
+
 std::vector<std::vector<Detection>> Detector::detect(const std::vector<const Image*>& images,
                                                      const EncodedCaption& caption) {
   std::vector<std::vector<Detection>> results(images.size());
@@ -191,13 +204,7 @@ std::vector<std::vector<Detection>> Detector::detect(const std::vector<const Ima
     std::vector<const Image*> ptrs;
     for (auto& r : resized) ptrs.push_back(&r);
     int64_t n = int64_t(j - i);
-    TensorMap inputs = {{"img", normalize_images(ptrs)},
-                        {"input_ids", repeat_batch(text.input_ids, n)},
-                        {"attention_mask", repeat_batch(text.attention_mask, n)},
-                        {"position_ids", repeat_batch(text.position_ids, n)},
-                        {"token_type_ids", repeat_batch(text.token_type_ids, n)},
-                        {"text_token_mask", repeat_batch(text.text_token_mask, n)}};
-    TensorMap out = session_->run(inputs);
+    TensorMap out = session_->run(grounding_inputs(normalize_images(ptrs), text));
     const Tensor& logits = out.at("logits");
     const Tensor& boxes = out.at("boxes");
     VLRT_CHECK(logits.rank() == 3 && logits.dim(0) == n && boxes.rank() == 3 && boxes.dim(2) == 4 &&

@@ -42,6 +42,13 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
 
 float iou(const Detection& a, const Detection& b);
 
+// The model's inputs: `img` [n,3,H,W] already normalized, the caption's text tensors
+// repeated for each of the n images.
+TensorMap grounding_inputs(Tensor img, const TextInputs& text);
+// Their dtypes and shapes, for planning without data.
+std::map<std::string, std::pair<DType, Shape>> grounding_signature(int64_t n, int width, int height,
+                                                                   int64_t text_length);
+
 class Detector {
  public:
   // Loads and checks the model; options not given take the model's metadata
