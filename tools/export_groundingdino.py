@@ -8,6 +8,11 @@ text_token_mask bool [B,L,L] (the block-diagonal phrase self-attention mask); ou
 [B,900,256] (before sigmoid, -inf past the caption's tokens) and boxes [B,900,4] (normalized
 cx,cy,w,h). Opset 16 (GridSample), dynamic B, H, W and L.
 
+groundingdino's shape-dependent Python (Swin's window padding and shifted-window masks, the
+feature-map sizes of the deformable encoder) is replaced by traced tensor arithmetic computing the
+same values, so that the exported B, H and W really are dynamic (a plain export freezes them at
+the export size); a second reference at another size and batch checks it.
+
 No hub access: BERT is built from a BertConfig with bert-base-uncased's values and the tokenizer
 from a local vocab.txt; with --checkpoint (groundingdino_swint_ogc.pth) the weights come from it and
 --vocab must be the real bert-base-uncased vocab.txt. Without a checkpoint the weights are random
@@ -18,7 +23,11 @@ Written to OUT (default models/gdino/; generated, never committed, about 700 MB)
   model.onnx, vocab.txt, test.png (a synthetic 1500x900 image, 1333x800 after the resize),
   text.json (vlrt tokenize --json of the prompt), the model's inputs as <name>.npy, PyTorch's
   outputs as expected_logits.npy / expected_boxes.npy, expected_detections.json (the detections
-  after the box and text thresholds, labelled by vlrt's rule), reference.json (how it was made).
+  after the box and text thresholds, labelled by vlrt's rule), expected_topk_scores.npy (the
+  encoder's 901 best proposal scores, in the order the decoder's queries take them),
+  reference.json (how it was made); and for checking that B, H and W are really dynamic, a
+  second reference at another size with a batch of two (dyn_<name>.npy inputs,
+  expected_dyn_*.npy outputs).
 
 Run with the Python that sees Debian's torch and torchvision, after `cmake --build build --target
 vlrt` (the text tensors come from `vlrt tokenize`, cross-checked against the reference's own
@@ -106,7 +115,7 @@ def swint_ogc_args():
     return args, path
 
 
-def build_model(checkpoint, seed, logit_scale):
+def build_model(checkpoint, seed):
     from groundingdino.models import build_model as gd_build
     from groundingdino.util.utils import clean_state_dict
 
@@ -123,28 +132,105 @@ def build_model(checkpoint, seed, logit_scale):
         info["unexpected_keys"] = list(result.unexpected_keys)
         print(f"loaded {checkpoint}: {len(result.missing_keys)} missing, {len(result.unexpected_keys)} unexpected keys")
     else:
-        randomize(model, seed, logit_scale)
-        info["logit_scale"] = logit_scale
+        randomize(model, seed)
     return model.eval(), args, info
 
 
-def randomize(model, seed, logit_scale):
-    """Random weights whose outputs are not degenerate. The builder zero-initializes the box
-    head's last layer (boxes would be exactly the encoder's proposals) and the query
-    embeddings are N(0,1); the contrastive head's logits are dot products of 256-d vectors with
-    unit-variance entries, so the text features are scaled down (`logit_scale`) until
-    sigmoid(logits) spreads across (0,1) with some queries above the box threshold."""
+def randomize(model, seed):
+    """The builder zero-initializes some weights (the box head's last layer: boxes would be
+    exactly the encoder's proposals; LayerNorm and linear biases): small random values instead.
+
+    The 900 learned content queries (transformer.tgt_embed) share one random row. The decoder
+    pairs content query i with the i-th best encoder proposal; with 20000+ proposals, some of
+    the top 900 scores are a few float32 ulps apart, and any runtime that rounds differently
+    from PyTorch (onnxruntime included) orders them the other way. With distinct content
+    queries that changes those queries' outputs (and, through self-attention, every query's a
+    little); with a shared one the decoder is permutation-equivariant and a near-tie only
+    exchanges two queries' places, which tools/compare_groundingdino.py can tell from a real
+    difference (expected_topk_scores.npy has the reference's scores)."""
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for p in model.parameters():
-            if p.numel() > 1 and p.abs().max() == 0:
+            if p.abs().max() == 0:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
-        # The shared box MLP's last layer: small random deltas on top of the proposals.
         last = model.bbox_embed[0].layers[-1]
         last.weight.copy_(torch.randn(last.weight.shape, generator=g) * 0.01)
         last.bias.copy_(torch.randn(last.bias.shape, generator=g) * 0.1)
-        model.feat_map.weight.mul_(logit_scale)
-        model.feat_map.bias.zero_()
+        tgt = model.transformer.tgt_embed.weight
+        tgt.copy_(tgt[:1].expand_as(tgt).clone())
+
+
+class Capture:
+    """Forward hooks that keep the last inputs of the decoder's output norm and of the
+    contrastive heads (decoder and encoder proposals)."""
+
+    def __init__(self, model):
+        self.seen = {}
+        t = model.transformer
+        self.hooks = [
+            t.decoder.norm.register_forward_hook(lambda m, i, o: self.seen.__setitem__("dec_norm_in", i[0])),
+            model.class_embed[-1].register_forward_hook(lambda m, i, o: self.seen.__setitem__("text", i[1])),
+            t.enc_out_class_embed.register_forward_hook(lambda m, i, o: self.seen.__setitem__("enc_logits", o)),
+        ]
+
+    def remove(self):
+        for h in self.hooks:
+            h.remove()
+
+
+def calibrate_logits(model, capture, target, spread=1.5):
+    """Random weights give logits that are dot products of 256-d vectors with unit-variance
+    entries: |logit| up to ~20, sigmoid saturated at 0 or 1 (ties at 1.0 make labels
+    arbitrary), nearly every query above the box threshold and one token best for almost all
+    of them. The decoder's output LayerNorm (it feeds only the prediction heads) is rescaled so
+    that the logits have standard deviation `spread`, and its bias set so that every token's
+    logits have the same mean -c over the queries, with c chosen so that about `target` queries
+    pass the box threshold. Logits are linear in the LayerNorm's weight and bias, so this is
+    computed from one forward pass's captured activations."""
+    norm = model.transformer.decoder.norm
+    x = capture.seen["dec_norm_in"].transpose(0, 1)[0]  # the last layer's queries: [Q, d]
+    y = capture.seen["text"]["encoded_text"][0].double()
+    valid = capture.seen["text"]["text_token_mask"][0]
+    y = y[valid]  # [T, d]
+    n = F.layer_norm(x, x.shape[-1:], eps=norm.eps).double()
+    a = (n * norm.weight.double()) @ y.T  # [Q, T]
+    s = spread / a.std().item()
+    mu = a.mean(0)
+    a = s * (a - mu)
+    # The least-norm bias with bias . y_j = -s * mu_j - c for every token j.
+    pinv = torch.linalg.pinv(y)
+    bias = lambda c: pinv @ (-s * mu - c)  # noqa: E731
+    thr = float(np.log(BOX_THRESHOLD / (1 - BOX_THRESHOLD)))
+    m = a.max(-1).values.numpy()
+
+    def stats(c):
+        return int((m - c > thr).sum()), float(np.abs(m - c - thr).min())
+
+    # Of the offsets that keep between target/2 and 2*target queries, the one that leaves the
+    # widest margin between every query's best score and the threshold (a query just at it
+    # would make any comparison a coin toss).
+    best = None
+    for c in np.linspace(0, m.max() - thr, 4001):
+        k, margin = stats(float(c))
+        if target // 2 <= k <= 2 * target and (best is None or margin > best[1]):
+            best = (float(c), margin, k)
+    c = best[0]
+    with torch.no_grad():
+        norm.weight.mul_(s)
+        norm.bias.copy_(bias(c).float())
+    return {"decoder_norm_scale": s, "logit_offset": c, "predicted_detections": best[2],
+            "predicted_margin": best[1], "bias_norm": float(bias(c).norm())}
+
+
+def topk_scores(enc_logits, k):
+    """The encoder's k+1 best proposal scores per image [B, k+1] (the decoder's queries come in
+    this order) and how close the first image's come to a tie."""
+    v = enc_logits.max(-1).values
+    top = torch.topk(v, k + 1, dim=1).values
+    gaps = (top[0, :-1] - top[0, 1:]).double().abs()
+    return top.numpy(), {"boundary": float(gaps[-1]), "min_inside": float(gaps[:-1].min()),
+                         "at": int(gaps[:-1].argmin()), "under_1e-3": int((gaps[:-1] < 1e-3).sum()),
+                         "top_range": [float(top[0, -1]), float(top[0, 0])]}
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,6 +282,113 @@ class ExportWrapper(torch.nn.Module):
         boxes = (m.bbox_embed[-1](hs[-1]) + inverse_sigmoid(reference[-2])).sigmoid()
         logits = m.class_embed[-1](hs[-1], text_dict)
         return logits, boxes
+
+
+# --------------------------------------------------------------------------------------------
+# Shape-generic tracing
+#
+# torch.onnx.export traces one forward pass: Python ints computed from shapes (int(np.ceil(H /
+# 7)), torch.as_tensor of a list of sizes) and Python branches on shapes are frozen at the
+# export size. groundingdino's code has several, so a plain export declares dynamic B, H and W
+# but fails or computes garbage at any other size or batch (a reshape of Swin's shifted-window
+# mask fails first). These replacements compute the same values with traced tensor arithmetic;
+# in eager mode they are the same computation (checked on the reference run before exporting).
+
+
+def patch_for_dynamic_shapes():
+    import groundingdino.models.GroundingDINO.backbone.swin_transformer as sw
+    import groundingdino.models.GroundingDINO.transformer as tr
+
+    def window_reverse(windows, window_size, H, W):
+        # was: B = int(windows.shape[0] / (H * W / window_size / window_size))
+        C = windows.shape[-1]
+        x = windows.view(-1, H // window_size, W // window_size, window_size, window_size, C)
+        return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, H, W, C)
+
+    def patch_embed_forward(self, x):
+        # was: pad only `if W % patch != 0` (a branch frozen at the export size)
+        _, _, H, W = x.size()
+        ph, pw = self.patch_size
+        x = F.pad(x, (0, (pw - W % pw) % pw, 0, (ph - H % ph) % ph))
+        x = self.proj(x)
+        if self.norm is not None:
+            Wh, Ww = x.size(2), x.size(3)
+            x = self.norm(x.flatten(2).transpose(1, 2))
+            x = x.transpose(1, 2).view(-1, self.embed_dim, Wh, Ww)
+        return x
+
+    def block_forward(self, x, mask_matrix):
+        # was: crop the window padding only `if pad_r > 0 or pad_b > 0`
+        B, L, C = x.shape
+        H, W = self.H, self.W
+        ws = self.window_size
+        shortcut = x
+        x = self.norm1(x).view(B, H, W, C)
+        x = F.pad(x, (0, 0, 0, (ws - W % ws) % ws, 0, (ws - H % ws) % ws))
+        _, Hp, Wp, _ = x.shape
+        if self.shift_size > 0:
+            x = torch.roll(x, shifts=(-self.shift_size, -self.shift_size), dims=(1, 2))
+            attn_mask = mask_matrix
+        else:
+            attn_mask = None
+        windows = sw.window_partition(x, ws).view(-1, ws * ws, C)
+        windows = self.attn(windows, mask=attn_mask).view(-1, ws, ws, C)
+        x = window_reverse(windows, ws, Hp, Wp)
+        if self.shift_size > 0:
+            x = torch.roll(x, shifts=(self.shift_size, self.shift_size), dims=(1, 2))
+        x = x[:, :H, :W, :].contiguous().view(B, H * W, C)
+        x = shortcut + self.drop_path(x)
+        return x + self.drop_path(self.mlp(self.norm2(x)))
+
+    def patch_merging_forward(self, x, H, W):
+        # was: pad only `if H % 2 == 1 or W % 2 == 1`
+        B, L, C = x.shape
+        x = F.pad(x.view(B, H, W, C), (0, 0, 0, W % 2, 0, H % 2))
+        x = torch.cat([x[:, 0::2, 0::2, :], x[:, 1::2, 0::2, :], x[:, 0::2, 1::2, :], x[:, 1::2, 1::2, :]], -1)
+        return self.reduction(self.norm(x.view(B, -1, 4 * C)))
+
+    def basic_layer_forward(self, x, H, W):
+        # was: Hp = int(np.ceil(H / window)) * window and slice assignments on a zeros mask.
+        # The shifted-window mask's region labels: rows (columns) below Hp - window are region
+        # 0, below Hp - shift region 1, the rest 2; label = 3 * row region + column region.
+        ws, ss = self.window_size, self.shift_size
+        Hp = (H + ws - 1) // ws * ws
+        Wp = (W + ws - 1) // ws * ws
+        rows = torch.arange(Hp, device=x.device)
+        cols = torch.arange(Wp, device=x.device)
+        hr = (rows >= Hp - ws).long() + (rows >= Hp - ss).long()
+        wr = (cols >= Wp - ws).long() + (cols >= Wp - ss).long()
+        img_mask = (hr[:, None] * 3 + wr[None, :]).to(torch.float32)[None, :, :, None]
+        mask_windows = sw.window_partition(img_mask, ws).view(-1, ws * ws)
+        attn_mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
+        attn_mask = attn_mask.masked_fill(attn_mask != 0, float(-100.0)).masked_fill(attn_mask == 0, float(0.0))
+        for blk in self.blocks:
+            blk.H, blk.W = H, W
+            x = blk(x, attn_mask)
+        if self.downsample is not None:
+            return x, H, W, self.downsample(x, H, W), (H + 1) // 2, (W + 1) // 2
+        return x, H, W, x, H, W
+
+    class TorchAsTensorOfSizes:
+        """transformer.py's `torch`, except that torch.as_tensor of the list of (h, w) feature
+        sizes stacks the traced sizes instead of freezing them into a constant."""
+
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def as_tensor(data, dtype=None, device=None):
+            if torch.jit.is_tracing() and isinstance(data, list) and data and isinstance(data[0], tuple):
+                rows = [torch.stack([v if torch.is_tensor(v) else torch.tensor(v) for v in pair]) for pair in data]
+                return torch.stack(rows).to(dtype=dtype, device=device)
+            return torch.as_tensor(data, dtype=dtype, device=device)
+
+    sw.window_reverse = window_reverse
+    sw.PatchEmbed.forward = patch_embed_forward
+    sw.SwinTransformerBlock.forward = block_forward
+    sw.PatchMerging.forward = patch_merging_forward
+    sw.BasicLayer.forward = basic_layer_forward
+    tr.torch = TorchAsTensorOfSizes()
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,9 +540,11 @@ def main():
     ap.add_argument("--image", help="test image (default: a synthetic 1500x900 scene)")
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--logit-scale", type=float, default=0.05,
-                    help="random weights: factor on the text projection (feat_map)")
+    ap.add_argument("--target-detections", type=int, default=30,
+                    help="random weights: about this many queries above the box threshold")
     ap.add_argument("--no-export", action="store_true", help="reference outputs only")
+    ap.add_argument("--no-dynamic-check", action="store_true",
+                    help="skip the second reference (batch of 2 at 1066x800) for checking dynamic shapes")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     a = ap.parse_args()
     if a.checkpoint and not a.vocab:
@@ -400,15 +595,22 @@ def main():
     img = img[None].contiguous()
     print(f"image {source.size[0]}x{source.size[1]} -> model input {img.shape[3]}x{img.shape[2]}")
 
-    model, args, info = build_model(a.checkpoint, a.seed, a.logit_scale)
+    model, args, info = build_model(a.checkpoint, a.seed)
     wrapper = ExportWrapper(model).eval()
     inputs = {"img": img, **{k: torch.from_numpy(v) for k, v in text.items()}}
     args_tuple = tuple(inputs[n] for n in INPUTS)
 
+    capture = Capture(model)
     with torch.no_grad():
+        if not a.checkpoint:
+            t0 = time.time()
+            wrapper(*args_tuple)
+            info["calibration"] = calibrate_logits(model, capture, a.target_detections)
+            print(f"calibration pass {time.time() - t0:.1f} s: {info['calibration']}")
         t0 = time.time()
         logits, boxes = wrapper(*args_tuple)
         t_ref = time.time() - t0
+        top_scores, info["topk_gaps"] = topk_scores(capture.seen["enc_logits"], model.num_queries)
         # The unmodified forward (its own tokenizer and masks, nested tensors) must agree.
         full = model(img, captions=[tok["caption"]])
     d_logits = (full["pred_logits"] - logits).abs().nan_to_num(0).max().item()
@@ -426,18 +628,48 @@ def main():
           f"{np.quantile(prob, [0.01, 0.5, 0.99]).round(3).tolist()}")
     print(f"{len(dets)} detections above {BOX_THRESHOLD}; labels "
           f"{sorted(set(d['label'] for d in dets))}; decision margins {margins}")
+    print(f"encoder top-{model.num_queries} proposal score gaps: {info['topk_gaps']}")
     if not a.checkpoint and not (1 <= len(dets) <= 300):
-        sys.exit(f"degenerate random outputs ({len(dets)} detections): adjust --logit-scale")
+        sys.exit(f"degenerate random outputs ({len(dets)} detections)")
 
     for name in INPUTS:
         np.save(os.path.join(a.out, name + ".npy"), inputs[name].numpy())
     np.save(os.path.join(a.out, "expected_logits.npy"), logits_np)
     np.save(os.path.join(a.out, "expected_boxes.npy"), boxes_np)
+    np.save(os.path.join(a.out, "expected_topk_scores.npy"), top_scores)
     with open(os.path.join(a.out, "expected_detections.json"), "w") as f:
         json.dump({"image": image_path, "width": source.size[0], "height": source.size[1],
                    "prompt": tok["caption"], "box_threshold": BOX_THRESHOLD,
                    "text_threshold": TEXT_THRESHOLD, "phrases": phrases, "margins": margins,
                    "detections": dets}, f, indent=1)
+
+    # The shape-generic replacements must not change the reference's numbers.
+    patch_for_dynamic_shapes()
+    with torch.no_grad():
+        p_logits, p_boxes = wrapper(*args_tuple)
+    d_patched = max((p_logits - logits).abs().nan_to_num(0).max().item(), (p_boxes - boxes).abs().max().item())
+    print(f"shape-generic patches vs reference: max abs difference {d_patched:.2e}")
+    assert d_patched < 1e-5, "the shape-generic patches change the reference's outputs"
+    info["patched_vs_reference"] = d_patched
+
+    if not a.no_dynamic_check:
+        # Another size and a batch of two: the export must not be tied to the first image.
+        crop = source.crop((0, 0, 1200, 900))
+        pair = [crop, crop.transpose(Image.FLIP_LEFT_RIGHT)]
+        dyn = {"img": torch.stack([transform(im, None)[0] for im in pair]),
+               **{k: torch.from_numpy(np.repeat(v, 2, axis=0)) for k, v in text.items()}}
+        t0 = time.time()
+        with torch.no_grad():
+            d_logits_t, d_boxes_t = wrapper(*(dyn[n] for n in INPUTS))
+        d_top, _ = topk_scores(capture.seen["enc_logits"], model.num_queries)
+        for name in INPUTS:
+            np.save(os.path.join(a.out, "dyn_" + name + ".npy"), dyn[name].numpy())
+        np.save(os.path.join(a.out, "expected_dyn_logits.npy"), d_logits_t.numpy())
+        np.save(os.path.join(a.out, "expected_dyn_boxes.npy"), d_boxes_t.numpy())
+        np.save(os.path.join(a.out, "expected_dyn_topk_scores.npy"), d_top)
+        info["dynamic_check"] = {"img": list(dyn["img"].shape), "pytorch_forward_s": time.time() - t0}
+        print(f"dynamic-shape reference: img {list(dyn['img'].shape)} in {time.time() - t0:.0f} s")
+    capture.remove()
 
     if not a.no_export:
         path = os.path.join(a.out, "model.onnx")
