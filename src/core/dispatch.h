@@ -57,6 +57,17 @@ template <class F> decltype(auto) dispatch_all(DType t, F&& f) {
   return dispatch_numeric(t, std::forward<F>(f));
 }
 
+// An unsigned type as wide as one element, for ops that only move bytes.
+template <class F> decltype(auto) dispatch_bytes(size_t element_size, F&& f) {
+  switch (element_size) {
+    case 1: return f.template operator()<uint8_t>();
+    case 2: return f.template operator()<uint16_t>();
+    case 4: return f.template operator()<uint32_t>();
+    case 8: return f.template operator()<uint64_t>();
+    default: unsupported("elements of ", element_size, " bytes");
+  }
+}
+
 #undef VLRT_DISPATCH_CASE
 
 }  // namespace vlrt

@@ -26,23 +26,6 @@ std::vector<int64_t> ints_or(const Node& n, const char* name, size_t len, int64_
   return v;
 }
 
-// Calls f.template operator()<U>() with an unsigned type of the element's size, for ops that only move bytes.
-template <class F>
-void dispatch_bytes(DType t, F&& f) {
-  switch (dtype_size(t)) {
-    case 1:
-      return f.template operator()<uint8_t>();
-    case 2:
-      return f.template operator()<uint16_t>();
-    case 4:
-      return f.template operator()<uint32_t>();
-    case 8:
-      return f.template operator()<uint64_t>();
-    default:
-      unsupported("type ", dtype_name(t));
-  }
-}
-
 // double to T: floats convert, integers round half to even and saturate (numpy's round + clip).
 template <class T>
 T saturate(double v) {
@@ -277,7 +260,7 @@ void max_unpool_kernel(KernelContext& ctx) {
   int64_t def_numel = shape_numel(def);
   std::vector<int64_t> ystride = contiguous_strides(y.shape());
   std::memset(y.raw(), 0, y.nbytes());
-  dispatch_bytes(x.dtype(), [&]<class U>() {
+  dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
     const U* xd = static_cast<const U*>(x.raw());
     U* yd = static_cast<U*>(y.raw());
     for (int64_t i = 0; i < x.numel(); i++) {
@@ -1013,7 +996,7 @@ void pad_kernel(KernelContext& ctx) {
   // The middle of each output row is one contiguous copy.
   int64_t c0 = std::clamp<int64_t>(pb[rank - 1], 0, w);
   int64_t c1 = std::clamp<int64_t>(x.dim(-1) + pb[rank - 1], c0, w);
-  dispatch_bytes(x.dtype(), [&]<class U>() {
+  dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
     U cv = pad_constant<U>(ctx, x.dtype());
     const U* xd = static_cast<const U*>(x.raw());
     U* yd = static_cast<U*>(y.raw());
@@ -1054,7 +1037,7 @@ void depth_to_space_kernel(KernelContext& ctx) {
   int64_t bs = ctx.node.attr_int("blocksize", 1);
   bool crd = ctx.node.attr_string("mode", "DCR") == "CRD";
   int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), oc = y.dim(1), oh = y.dim(2), ow = y.dim(3);
-  dispatch_bytes(x.dtype(), [&]<class U>() {
+  dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
     const U* xd = static_cast<const U*>(x.raw());
     U* yd = static_cast<U*>(y.raw());
     // One task per output row (n, oc, oh): block row i of input row oh / bs.
@@ -1082,7 +1065,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
   int64_t bs = ctx.node.attr_int("blocksize", 1);
   bool crd = ctx.node.attr_string("mode", "DCR") == "CRD";
   int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), oc = y.dim(1), oh = y.dim(2), ow = y.dim(3);
-  dispatch_bytes(x.dtype(), [&]<class U>() {
+  dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
     const U* xd = static_cast<const U*>(x.raw());
     U* yd = static_cast<U*>(y.raw());
     // One task per output row (n, oc, oh): a strided read of input row oh * bs + i.

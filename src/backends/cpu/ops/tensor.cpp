@@ -22,22 +22,6 @@ constexpr int64_t kTile = 16;
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 
-// Calls f.template operator()<U>() with an unsigned type as wide as one element.
-template <class F>
-void dispatch_size(size_t esize, F&& f) {
-  switch (esize) {
-    case 1:
-      return f.template operator()<uint8_t>();
-    case 2:
-      return f.template operator()<uint16_t>();
-    case 4:
-      return f.template operator()<uint32_t>();
-    case 8:
-      return f.template operator()<uint64_t>();
-  }
-  unsupported("elements of ", esize, " bytes");
-}
-
 // Runs fn(i) for every i in [0, n) in parallel chunks that each move about kChunkBytes.
 template <class F>
 void parallel_items(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn) {
@@ -118,7 +102,7 @@ void strided_copy(const char* src, char* dst, const Shape& shape, const std::vec
   for (int d = 0; d < r - 1; d++)
     if (st[d] == 1) q = d;
   if (q < 0 || inner_stride == 0) {
-    dispatch_size(esize, [&]<class U>() {
+    dispatch_bytes(esize, [&]<class U>() {
       for_each_row(pool, outer_dims, outer_st, grain, [&](int64_t row, int64_t off) {
         U* d = reinterpret_cast<U*>(dst) + row * inner;
         const U* s = reinterpret_cast<const U*>(src) + off;
@@ -134,7 +118,7 @@ void strided_copy(const char* src, char* dst, const Shape& shape, const std::vec
   std::vector<int64_t> dst_st = contiguous_strides(dims);
   int64_t nq = dims[q], q_tiles = (nq + kTile - 1) / kTile;
   int64_t outer = shape_numel(dims) / (nq * inner);
-  dispatch_size(esize, [&]<class U>() {
+  dispatch_bytes(esize, [&]<class U>() {
     parallel_items(pool, outer * q_tiles, kTile * row_bytes, [&](int64_t item) {
       int64_t rem = item / q_tiles, so = 0, dof = 0;
       for (int d = r - 2; d >= 0; d--) {
@@ -190,7 +174,7 @@ uint64_t one_bits(DType t) {
 
 // Fills n elements of `esize` bytes with the element whose bytes start at `elem`.
 void fill_elements(void* dst, int64_t n, size_t esize, const void* elem) {
-  dispatch_size(esize, [&]<class U>() {
+  dispatch_bytes(esize, [&]<class U>() {
     U v;
     std::memcpy(&v, elem, sizeof(U));
     std::fill_n(static_cast<U*>(dst), n, v);
@@ -347,7 +331,7 @@ void gather_kernel(KernelContext& ctx) {
   int64_t inner = prod(x.shape(), axis + 1, x.rank());
   size_t esize = dtype_size(x.dtype());
   if (inner == 1) {
-    dispatch_size(esize, [&]<class U>() {
+    dispatch_bytes(esize, [&]<class U>() {
       const U* s = static_cast<const U*>(x.raw());
       U* d = static_cast<U*>(y.raw());
       parallel_items(ctx.pool, outer, ni * int64_t(esize), [&](int64_t o) {
@@ -400,7 +384,7 @@ void gather_elements_kernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   int64_t axis;
   std::vector<int64_t> idx = element_indices(ctx, &axis);
-  dispatch_size(dtype_size(x.dtype()), [&]<class U>() {
+  dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
     const U* s = static_cast<const U*>(x.raw());
     U* d = static_cast<U*>(y.raw());
     for_each_element_index(ctx, x.shape(), idx, ctx.input(1).shape(), axis, false,
