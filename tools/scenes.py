@@ -133,7 +133,7 @@ def _smooth_noise(rng, height, width, cell):
     return (a * (1 - fy) * (1 - fx) + b * (1 - fy) * fx + c * fy * (1 - fx) + d * fy * fx)
 
 
-def _muted_colour(rng, lo=60, hi=200, spread=45):
+def _muted_colour(rng, lo=60, hi=200, spread=32):
     base = rng.uniform(lo, hi)
     return np.clip(base + rng.uniform(-spread, spread, 3), 0, 255).astype(np.float32)
 
@@ -386,6 +386,7 @@ def main():
     args = ap.parse_args()
     for i in range(args.index, args.index + args.count):
         img, ann = make_scene(args.seed, i, args.style)
+        ann["prompt"] = ann["caption"]  # what to give `vlrt detect --prompt` for this scene
         name = args.name if args.name and args.count == 1 else f"scene_{args.seed}_{i:05d}"
         save_scene(args.out, name, img, ann)
         print(f"{name}: {ann['width']}x{ann['height']} {ann['style']}: {ann['caption']}")
