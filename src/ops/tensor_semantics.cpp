@@ -48,4 +48,23 @@ std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, in
   return {start, end};
 }
 
+SliceView slice_view(const Shape& in, const std::vector<int64_t>& starts, std::vector<int64_t> axes,
+                     std::vector<int64_t> steps) {
+  int64_t r = int64_t(in.size());
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  SliceView v{std::vector<int64_t>(size_t(r), 0), std::vector<int64_t>(size_t(r), 1)};
+  for (size_t i = 0; i < starts.size(); i++) {
+    size_t a = size_t(axes[i] < 0 ? axes[i] + r : axes[i]);
+    int64_t dim = in[a];
+    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
+    v.first[a] = std::clamp<int64_t>(s, 0, steps[i] > 0 ? dim : dim - 1);
+    v.step[a] = steps[i];
+  }
+  return v;
+}
+
 }  // namespace vlrt

@@ -30,6 +30,15 @@ std::vector<int64_t> split_equal_sizes(int64_t dim, int64_t parts);
 // attributes from opset 15 on); end < start means none.
 std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, int64_t rank);
 
+// A non-empty Slice output as a strided view of its input: the first element and the step
+// along every axis. `axes` empty means 0..n-1, `steps` empty means all 1 (the schema has
+// validated them).
+struct SliceView {
+  std::vector<int64_t> first, step;
+};
+SliceView slice_view(const Shape& in, const std::vector<int64_t>& starts, std::vector<int64_t> axes,
+                     std::vector<int64_t> steps);
+
 // Unique over data viewed as [outer, n, inner], where slice j is data[:, j, :]. Slices
 // compare element by element, NaN after every number and equal to NaN.
 struct UniqueGroups {

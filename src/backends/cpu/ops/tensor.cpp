@@ -266,30 +266,15 @@ void slice_kernel(KernelContext& ctx) {
   if (y.numel() == 0) return;
   int64_t r = x.rank();
   std::vector<int64_t> starts, axes, steps;
-  bool have_axes;
   if (ctx.opset >= 10) {
     starts = ctx.input(1).to_int64_vector();
-    have_axes = ctx.has_input(3);
-    if (have_axes) axes = ctx.input(3).to_int64_vector();
+    if (ctx.has_input(3)) axes = ctx.input(3).to_int64_vector();
     if (ctx.has_input(4)) steps = ctx.input(4).to_int64_vector();
   } else {
     starts = ctx.node.attr_ints("starts");
-    have_axes = ctx.node.has_attr("axes");
     axes = ctx.node.attr_ints("axes");
   }
-  if (!have_axes) {
-    axes.resize(starts.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  // The view: first element and step along every axis (the output is non-empty, so every dim > 0).
-  std::vector<int64_t> first(r, 0), step(r, 1);
-  for (size_t i = 0; i < starts.size(); i++) {
-    int64_t a = axes[i] < 0 ? axes[i] + r : axes[i], dim = x.shape()[a];
-    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-    first[a] = std::clamp<int64_t>(s, 0, steps[i] > 0 ? dim : dim - 1);
-    step[a] = steps[i];
-  }
+  auto [first, step] = slice_view(x.shape(), starts, axes, steps);
   std::vector<int64_t> in_st = contiguous_strides(x.shape()), st(r);
   int64_t base = 0;
   for (int64_t d = 0; d < r; d++) {

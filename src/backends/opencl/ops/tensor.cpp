@@ -7,6 +7,7 @@
 
 #include "backends/opencl/kernel.h"
 #include "ops/shape_util.h"
+#include "ops/tensor_semantics.h"
 
 namespace vlrt {
 
@@ -98,31 +99,15 @@ void run_slice(ClContext& ctx) {
   if (y.numel() == 0) return;
   int64_t r = x.rank();
   std::vector<int64_t> starts, axes, steps;
-  bool have_axes;
   if (ctx.opset >= 10) {
     starts = ctx.input_ints(1);
-    have_axes = ctx.has_input(3);
-    if (have_axes) axes = ctx.input_ints(3);
+    if (ctx.has_input(3)) axes = ctx.input_ints(3);
     if (ctx.has_input(4)) steps = ctx.input_ints(4);
   } else {
     starts = ctx.node.attr_ints("starts");
-    have_axes = ctx.node.has_attr("axes");
     axes = ctx.node.attr_ints("axes");
   }
-  if (!have_axes) {
-    axes.resize(starts.size());
-    std::iota(axes.begin(), axes.end(), 0);
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  // First element and step along every axis, clamped as the CPU kernel does (the output is non-empty).
-  std::vector<int64_t> first(size_t(r), 0), step(size_t(r), 1);
-  for (size_t i = 0; i < starts.size(); i++) {
-    size_t a = size_t(normalize_axis(axes[i], r));
-    int64_t dim = x.shape()[a];
-    int64_t s = starts[i] < 0 ? starts[i] + dim : starts[i];
-    first[a] = std::clamp<int64_t>(s, 0, steps[i] > 0 ? dim : dim - 1);
-    step[a] = steps[i];
-  }
+  auto [first, step] = slice_view(x.shape(), starts, axes, steps);
   std::vector<int64_t> in_st = contiguous_strides(x.shape()), st(static_cast<size_t>(r));
   int64_t base = 0;
   for (size_t d = 0; d < size_t(r); d++) {
