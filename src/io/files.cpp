@@ -30,6 +30,10 @@ void write_file_atomically(const std::string& path, std::initializer_list<std::s
     fs::remove(tmp, ec);
     fail(path, ": ", why);
   };
+  std::error_code dir_ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, dir_ec);
+  if (dir_ec) fail(path, ": cannot create its folder (", dir_ec.message(), ")");
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) give_up("cannot open for writing (is the folder writable?)");

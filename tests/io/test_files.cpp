@@ -19,8 +19,16 @@ TEST(Files, WriteAtomicallyReplacesTheFileAndLeavesNoTemporary) {
   for (auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename(), "out.bin");
 }
 
-TEST(Files, WriteIntoAMissingFolderFailsNamingThePath) {
+TEST(Files, WriteCreatesMissingFolders) {
   std::string path = test::temp_dir("files_missing") + "/no/such/folder/out.bin";
+  write_file_atomically(path, "x");
+  EXPECT_EQ(read_file(path), "x");
+}
+
+TEST(Files, WriteWhereAFileBlocksTheFolderFailsNamingThePath) {
+  std::string dir = test::temp_dir("files_blocked");
+  write_file_atomically(dir + "/plain", "a file, not a folder");
+  std::string path = dir + "/plain/out.bin";
   try {
     write_file_atomically(path, "x");
     FAIL() << "expected an error";
