@@ -23,6 +23,7 @@ struct BenchArgs {
   int warmup = 2;
   int threads = 0;
   bool json = false;
+  bool profile = false;
   bool no_verify_hash = false;
   DeviceArgs device_args;
 };
@@ -52,6 +53,19 @@ Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
   return t;
 }
 
+// Op types by kernel time, largest first.
+void print_profile(const Profile& profile, int runs) {
+  if (profile.empty()) return;
+  std::vector<std::pair<std::string, OpProfile>> rows(profile.begin(), profile.end());
+  std::sort(rows.begin(), rows.end(), [](auto& x, auto& y) { return x.second.ms > y.second.ms; });
+  double total = 0;
+  for (auto& r : rows) total += r.second.ms;
+  std::printf("  kernel time per run by op type (%.2f ms in all):\n", total / runs);
+  for (auto& [op, p] : rows)
+    std::printf("    %-24s %8.3f ms %5.1f%%  %6.0f calls\n", op.c_str(), p.ms / runs, 100 * p.ms / total,
+                double(p.calls) / runs);
+}
+
 void bench(const BenchArgs& a) {
   Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
   std::mt19937 rng(1234);
@@ -69,6 +83,12 @@ void bench(const BenchArgs& a) {
     session.run(inputs);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  Profile profile;
+  if (a.profile) {  // separate runs: waiting for each kernel would slow the timed ones
+    session.executor().set_profile(&profile);
+    for (int i = 0; i < a.runs; i++) session.run(inputs);
+    session.executor().set_profile(nullptr);
+  }
   std::sort(ms.begin(), ms.end());
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
   rusage ru{};
@@ -79,11 +99,14 @@ void bench(const BenchArgs& a) {
                         {"runs", a.runs},            {"min_ms", ms.front()},
                         {"median_ms", pct(0.5)},     {"p90_ms", pct(0.9)},
                         {"peak_rss_bytes", peak}};
+    for (auto& [op, p] : profile)
+      j["profile"][op] = {{"ms_per_run", p.ms / a.runs}, {"calls_per_run", double(p.calls) / a.runs}};
     std::cout << j.dump() << "\n";
   } else {
     std::printf("%s: %d runs, %d threads\n  min %.2f ms   median %.2f ms   p90 %.2f ms\n  peak RSS %s\n",
                 a.model.c_str(), a.runs, session.pool().size(), ms.front(), pct(0.5), pct(0.9),
                 human_bytes(double(peak)).c_str());
+    print_profile(profile, a.runs);
   }
 }
 
@@ -98,6 +121,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_flag("--profile", a.profile, "after the timed runs, as many runs timing each kernel: time per op type");
   add_device_options(cmd, a.device_args);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { bench(a); });

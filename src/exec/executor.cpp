@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include <chrono>
 #include <cstring>
 
 #include "exec/run_node.h"
@@ -159,7 +160,14 @@ TensorMap Executor::run(const InferredGraph& inferred, const Plan& plan, const T
       }
       if (kernel_needed) {
         try {
+          auto t0 = std::chrono::steady_clock::now();
           backend(s.device).execute(node, opset, ins, out_ptrs);
+          if (profile_) {
+            backend(s.device).synchronize();
+            OpProfile& p = (*profile_)[node.op_type];
+            p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            p.calls++;
+          }
         } catch (const Error& e) {
           std::string msg = e.what();
           if (msg.rfind(node.label(), 0) == 0) throw;

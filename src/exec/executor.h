@@ -21,6 +21,13 @@ struct Arena {
   size_t high_water = 0;  // highest end offset handed out
 };
 
+// Kernel time per op type, summed over the runs made while profiling was on.
+struct OpProfile {
+  double ms = 0;
+  int64_t calls = 0;
+};
+using Profile = std::map<std::string, OpProfile>;
+
 class Executor {
  public:
   Executor(const Model& model, int threads);
@@ -34,6 +41,8 @@ class Executor {
   size_t arena_high_water(const Device& d) const;
   void reset_high_water();
   size_t transfers_executed() const { return transfers_executed_; }
+  // Times every kernel (after waiting for its device) into `profile`; nullptr: off.
+  void set_profile(Profile* profile) { profile_ = profile; }
 
  private:
   const Tensor& constant_on(const std::string& name, const Tensor& host_value, const Device& d, bool per_run);
@@ -47,6 +56,7 @@ class Executor {
   std::map<std::string, std::unordered_map<std::string, Tensor>> device_constants_;
   std::map<std::string, std::unordered_map<std::string, Tensor>> run_constants_;
   size_t transfers_executed_ = 0;
+  Profile* profile_ = nullptr;
 };
 
 // Invariant 1: every tensor handed to a kernel lives on the kernel's device.
