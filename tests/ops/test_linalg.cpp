@@ -205,6 +205,24 @@ TEST(Linalg, MatMulManySmallBatches) {
                as_dtype(naive_matmul(a, b, 12, 4, 3, 5), DType::f32));
 }
 
+TEST(Linalg, LargeProductsSplitOverThePoolMatchNaive) {
+  // Over the size where a GEMM is split into column blocks (wide C) or row blocks (tall C)
+  // over the pool's threads, with sizes that are not multiples of the block.
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 70, 301}, {301, 70, 37}, {130, 65, 130}}) {
+    Tensor a = random({m, k}, 11), b = random({k, n}, 12);
+    expect_close(run_op("MatMul", {a, b})[0].reshaped({m * n}),
+                 as_dtype(naive_matmul(a, b, 1, m, k, n), DType::f32));
+    // Gemm with both operands transposed and a bias row.
+    Tensor at = run_op("Transpose", {a})[0], bt = run_op("Transpose", {b})[0], c = random({n}, 13);
+    std::map<std::string, Attribute> attrs{{"transA", attr_i(1)}, {"transB", attr_i(1)}, {"beta", attr_f(2.0f)}};
+    Tensor y = run_op("Gemm", {at, bt, c}, attrs)[0];
+    auto ref = naive_matmul(a, b, 1, m, k, n).to_double_vector();
+    auto cv = c.to_double_vector();
+    for (int64_t i = 0; i < m * n; i++) ref[size_t(i)] += 2.0 * cv[size_t(i % n)];
+    expect_close(y.reshaped({m * n}), as_dtype(Tensor::from_vector<double>(ref, {m * n}), DType::f32));
+  }
+}
+
 TEST(Linalg, MatMulErrors) {
   EXPECT_THROW(run_op("MatMul", {random({2, 3}, 1), random({4, 2}, 1)}), Error);
   EXPECT_THROW(run_op("MatMul", {random({2, 2, 3}, 1), random({3, 3, 2}, 1)}), Error);
@@ -318,6 +336,11 @@ TEST(Linalg, ConvMatchesNaive) {
   for (auto& c : cases) check_conv(c);
   check_conv(cases[1], DType::f64);
   check_conv(cases[12], DType::f64);
+}
+
+TEST(Linalg, ConvOfOneLargeImageMatchesNaive) {
+  // One image: no batch to spread, so the GEMM itself is split over the pool.
+  check_conv({{1, 8, 40, 50}, {24, 8, 3, 3}, 1, {}, {}, {1, 1, 1, 1}, true});
 }
 
 TEST(Linalg, ConvAutoPad) {

@@ -19,9 +19,11 @@ namespace vlrt {
 
 namespace {
 
-// OpenBLAS keeps one process-wide thread count.
-void set_blas_threads(int n) {
-  if (openblas_get_num_threads() != n) openblas_set_num_threads(n);
+// BLAS always runs single-threaded, inside vlrt's own pool: OpenBLAS's threads spin for a
+// while after each call, and spinning beside the pool's threads on the same cores stalled
+// every parallel op that followed a GEMM (3-4x slower model runs in a server).
+void single_threaded_blas() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 // c = alpha * op(a) * op(b) + beta * c, row-major; op transposes when ta / tb.
@@ -51,21 +53,46 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
   }
 }
 
-// Runs `count` independent GEMM-sized jobs through fn(begin, end, nested). Small jobs, and
-// large ones that split evenly over the pool, are spread over it with single-threaded BLAS;
-// otherwise they run in turn with threaded BLAS, and `nested` tells fn it may use the pool
-// itself (e.g. for im2col).
+// gemm on the pool: each thread computes a block of C's columns (of its rows when C is tall
+// and narrow). nullptr, one thread or a small product: gemm on the calling thread.
+template <class T>
+void parallel_gemm(ThreadPool* pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                   int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  int threads = pool ? pool->size() : 1;
+  if (threads <= 1 || 2.0 * double(m) * double(n) * double(k) < 1e6)
+    return gemm<T>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  bool by_columns = n >= m;
+  int64_t extent = by_columns ? n : m;
+  // Blocks of whole 16-element vectors, a few per thread so that uneven ones balance.
+  int64_t block = std::max<int64_t>(16, (extent / (2 * threads) + 15) / 16 * 16);
+  int64_t blocks = (extent + block - 1) / block;
+  pool->parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; blk++) {
+      int64_t at = blk * block, len = std::min(block, extent - at);
+      if (by_columns) {
+        gemm<T>(ta, tb, m, len, k, alpha, a, lda, tb ? b + at * ldb : b + at, ldb, beta, c + at, ldc);
+      } else {
+        gemm<T>(ta, tb, len, n, k, alpha, ta ? a + at : a + at * lda, lda, b, ldb, beta, c + at * ldc, ldc);
+      }
+    }
+  });
+}
+
+// Runs `count` independent GEMM-sized jobs through fn(begin, end, pool). Small jobs, and
+// large ones that split evenly over the pool, are spread over it (pool = nullptr: fn must
+// not use it); otherwise they run in turn on the calling thread and fn gets the pool for
+// parallel_gemm and its own parallel steps (e.g. im2col).
 template <class T>
 void run_jobs(ThreadPool& pool, int64_t count, double flops_per_job,
-              const std::function<void(int64_t, int64_t, bool)>& fn) {
+              const std::function<void(int64_t, int64_t, ThreadPool*)>& fn) {
   int threads = pool.size();
   bool even = count % threads == 0 || count >= 4 * threads;
   bool spread = count > 1 && (!std::is_floating_point_v<T> || flops_per_job < 1e7 || even);
-  if constexpr (std::is_floating_point_v<T>) set_blas_threads(spread ? 1 : threads);
+  single_threaded_blas();
   if (spread) {
-    pool.parallel_for(count, [&](int64_t b, int64_t e) { fn(b, e, false); });
+    pool.parallel_for(count, [&](int64_t b, int64_t e) { fn(b, e, nullptr); });
   } else {
-    fn(0, count, true);
+    fn(0, count, &pool);
   }
 }
 
@@ -139,9 +166,8 @@ void matmul(ThreadPool& pool, const T* a, Shape as, const T* b, Shape bs, T* y) 
   if (count == 0 || m == 0 || n == 0) return;
   // A shared B: fold A's batch into its rows, one large GEMM (the Linear layer case).
   if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == count) {
-    run_jobs<T>(pool, 1, 0, [&](int64_t, int64_t, bool) {
-      gemm<T>(false, false, count * m, n, k, T(1), a, k, b, n, T(0), y, n);
-    });
+    single_threaded_blas();
+    parallel_gemm<T>(&pool, false, false, count * m, n, k, T(1), a, k, b, n, T(0), y, n);
     return;
   }
   std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
@@ -157,9 +183,10 @@ void matmul(ThreadPool& pool, const T* a, Shape as, const T* b, Shape bs, T* y) 
     a_off[i] = oa * m * k;
     b_off[i] = ob * k * n;
   }
-  run_jobs<T>(pool, count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, bool) {
+  run_jobs<T>(pool, count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, ThreadPool* inner) {
     for (int64_t i = begin; i < end; i++)
-      gemm<T>(false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0), y + i * m * n, n);
+      parallel_gemm<T>(inner, false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0), y + i * m * n,
+                       n);
   });
 }
 
@@ -193,9 +220,9 @@ void gemm_kernel(KernelContext& ctx) {
     };
     if constexpr (std::is_floating_point_v<T>) {
       if (has_c) apply_c(false);
-      set_blas_threads(ctx.pool.size());
-      gemm<T>(ta, tb, m, n, k, T(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1), T(has_c ? 1 : 0), out,
-              n);
+      single_threaded_blas();
+      parallel_gemm<T>(&ctx.pool, ta, tb, m, n, k, T(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1),
+                       T(has_c ? 1 : 0), out, n);
     } else {
       gemm<T>(ta, tb, m, n, k, T(1), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1), T(0), out, n);
       if (alpha != 1)
@@ -394,17 +421,17 @@ void conv(KernelContext& ctx) {
   for (int i = 0; i < 3; i++)
     pointwise = pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.in[i] == g.out[i];
   int64_t col_size = pointwise ? 0 : cg * ks * os;
-  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * os, [&](int64_t j0, int64_t j1, bool nested) {
+  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * os, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
     std::unique_ptr<T[]> col = scratch<T>(col_size);
     for (int64_t j = j0; j < j1; j++) {
       int64_t ni = j / g.group, gi = j % g.group;
       const T* xg = x + (ni * g.c + gi * cg) * is;
       T* yg = y + (ni * g.m + gi * mg) * os;
-      if (!pointwise) im2col(g, xg, cg, col.get(), nested ? &ctx.pool : nullptr);
+      if (!pointwise) im2col(g, xg, cg, col.get(), inner);
       if (bias)
         for (int64_t r = 0; r < mg; r++) std::fill(yg + r * os, yg + (r + 1) * os, bias[gi * mg + r]);
-      gemm<T>(false, false, mg, os, cg * ks, T(1), w + gi * mg * cg * ks, cg * ks, pointwise ? xg : col.get(),
-              os, T(bias ? 1 : 0), yg, os);
+      parallel_gemm<T>(inner, false, false, mg, os, cg * ks, T(1), w + gi * mg * cg * ks, cg * ks,
+                       pointwise ? xg : col.get(), os, T(bias ? 1 : 0), yg, os);
     }
   });
 }
@@ -450,16 +477,16 @@ void conv_transpose(KernelContext& ctx) {
   for (int64_t p = 0; p < g.batch * g.m; p++)
     std::fill(y + p * os, y + (p + 1) * os, bias ? bias[p % g.m] : T(0));
   if (g.batch == 0 || g.m == 0 || os == 0) return;
-  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * is, [&](int64_t j0, int64_t j1, bool nested) {
+  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * is, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
     std::unique_ptr<T[]> col = scratch<T>(mg * ks * is);
     for (int64_t j = j0; j < j1; j++) {
       int64_t ni = j / g.group, gi = j % g.group;
       // col[(m, k), i] = sum_c W[c, m, k] * X[c, i]
-      gemm<T>(true, false, mg * ks, is, cg, T(1), w + gi * cg * mg * ks, mg * ks,
-              x + (ni * g.c + gi * cg) * is, is, T(0), col.get(), is);
+      parallel_gemm<T>(inner, true, false, mg * ks, is, cg, T(1), w + gi * cg * mg * ks, mg * ks,
+                       x + (ni * g.c + gi * cg) * is, is, T(0), col.get(), is);
       T* yg = y + (ni * g.m + gi * mg) * os;
-      if (nested) {
-        ctx.pool.parallel_for(mg, [&](int64_t m0, int64_t m1) { col2im(g, col.get(), m0, m1, yg); });
+      if (inner) {
+        inner->parallel_for(mg, [&](int64_t m0, int64_t m1) { col2im(g, col.get(), m0, m1, yg); });
       } else {
         col2im(g, col.get(), 0, mg, yg);
       }
@@ -608,10 +635,10 @@ bool einsum_gemm(ThreadPool& pool, const Tensor& a, const Tensor& b, const Einsu
   bool direct = y_order == lo;
   std::unique_ptr<T[]> tmp = direct ? nullptr : scratch<T>(nb * m * n);
   T* yd = direct ? y : tmp.get();
-  run_jobs<T>(pool, nb, 2.0 * m * n * k, [&](int64_t b0, int64_t b1, bool) {
+  run_jobs<T>(pool, nb, 2.0 * m * n * k, [&](int64_t b0, int64_t b1, ThreadPool* inner) {
     for (int64_t i = b0; i < b1; i++)
-      gemm<T>(ta, tb, m, n, k, T(1), ad + i * m * k, ta ? m : k, bd + i * k * n, tb ? k : n, T(0),
-              yd + i * m * n, n);
+      parallel_gemm<T>(inner, ta, tb, m, n, k, T(1), ad + i * m * k, ta ? m : k, bd + i * k * n, tb ? k : n, T(0),
+                       yd + i * m * n, n);
   });
   if (!direct) {
     Shape dims, tmp_dims;
