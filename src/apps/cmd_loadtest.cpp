@@ -1,10 +1,16 @@
 // vlrt loadtest: N concurrent clients x M /v1/detect requests against a loopback `vlrt serve`;
 // throughput, latency percentiles and the count of each status.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
+#include <thread>
 
 #include "apps/commands.h"
 #include "pipelines/grounding/image.h"
@@ -18,7 +24,121 @@ struct LoadtestArgs {
   serve::LoadOptions o;
   std::string image_path;
   bool json = false;
+  bool compare_batching = false;
+  std::string model;  // for the servers --compare-batching starts
 };
+
+// A `vlrt serve` child process on a free loopback port; SIGTERM (drain) when done.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> args) {
+    // Everything the child needs is built before fork: it only calls async-signal-safe functions.
+    std::string self = "/proc/self/exe";
+    std::vector<char*> argv = {self.data()};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    if (pipe(fds) != 0) fail("cannot create a pipe for the server's output");
+    pid_ = fork();
+    if (pid_ < 0) fail("cannot start a server process");
+    if (pid_ == 0) {
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      execv(self.c_str(), argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fdopen(fds[0], "r");
+    static const std::regex listening(R"(on http://127\.0\.0\.1:(\d+))");
+    char line[4096];
+    std::string seen;
+    while (std::fgets(line, sizeof line, out_)) {
+      seen += line;
+      std::cmatch m;
+      if (std::regex_search(line, m, listening)) {
+        port_ = std::stoi(m[1].str());
+        // Keep reading what it prints, so that it never blocks on a full pipe.
+        drain_ = std::thread([f = out_] {
+          char rest[4096];
+          while (std::fgets(rest, sizeof rest, f)) {
+          }
+        });
+        return;
+      }
+    }
+    stop();
+    fail("the server did not start:\n", seen);
+  }
+  ~ServerProcess() { stop(); }
+  int port() const { return port_; }
+  // SIGTERM: the server finishes what it accepted and exits.
+  void stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+    if (drain_.joinable()) drain_.join();  // EOF once the server has exited
+    if (out_) fclose(out_);
+    out_ = nullptr;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* out_ = nullptr;
+  std::thread drain_;
+  int port_ = 0;
+};
+
+nlohmann::json report_json(const serve::LoadReport& r) {
+  nlohmann::json j = {{"sent", r.sent},
+                      {"seconds", r.seconds},
+                      {"throughput_per_s", r.throughput()},
+                      {"p50_ms", r.percentile(50)},
+                      {"p90_ms", r.percentile(90)},
+                      {"p99_ms", r.percentile(99)},
+                      {"no_response", r.failed},
+                      {"mean_batch_size", r.mean_batch_size},
+                      {"server_rss_before", r.rss_before},
+                      {"server_rss_after", r.rss_after}};
+  j["statuses"] = nlohmann::json::object();
+  for (auto& [status, n] : r.statuses) j["statuses"][std::to_string(status)] = n;
+  return j;
+}
+
+// The same load on a server with dynamic batching and on one with --max-batch 1, one after
+// the other on this machine; prints both and the throughput ratio.
+void compare_batching(LoadtestArgs& a) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> configs = {
+      {"batching", {}}, {"max-batch 1", {"--max-batch", "1"}}};
+  nlohmann::json all = nlohmann::json::object();
+  std::vector<double> throughput;
+  for (auto& [name, extra] : configs) {
+    std::vector<std::string> args = {"serve", "--port", "0"};
+    if (!a.model.empty()) args.insert(args.end(), {"--model", a.model});
+    args.insert(args.end(), extra.begin(), extra.end());
+    ServerProcess server(args);
+    a.o.url = cat("http://127.0.0.1:", server.port());
+    serve::LoadReport r = serve::run_load(a.o);
+    server.stop();
+    throughput.push_back(r.throughput());
+    if (a.json) {
+      all[name] = report_json(r);
+    } else {
+      std::printf("%s: %d clients x %d requests\n%s\n", name.c_str(), a.o.clients, a.o.requests,
+                  serve::format_report(r).c_str());
+    }
+  }
+  double ratio = throughput[1] > 0 ? throughput[0] / throughput[1] : 0;
+  if (a.json) {
+    all["throughput_ratio"] = ratio;
+    std::cout << all.dump(2) << "\n";
+  } else {
+    std::printf("throughput with batching / with --max-batch 1: %.2fx\n", ratio);
+  }
+}
 
 // A 640x480 gradient when no image is given, so the tool needs no files.
 std::string synthetic_image() {
@@ -43,26 +163,16 @@ void loadtest(LoadtestArgs& a) {
     ss << f.rdbuf();
     a.o.image = ss.str();
   }
+  if (a.compare_batching) return compare_batching(a);
   serve::LoadReport r = serve::run_load(a.o);
   if (!a.json) {
     std::printf("%d clients x %d requests -> %s\n%s", a.o.clients, a.o.requests, a.o.url.c_str(),
                 serve::format_report(r).c_str());
     return;
   }
-  nlohmann::json j = {{"clients", a.o.clients},
-                      {"requests_per_client", a.o.requests},
-                      {"sent", r.sent},
-                      {"seconds", r.seconds},
-                      {"throughput_per_s", r.throughput()},
-                      {"p50_ms", r.percentile(50)},
-                      {"p90_ms", r.percentile(90)},
-                      {"p99_ms", r.percentile(99)},
-                      {"no_response", r.failed},
-                      {"mean_batch_size", r.mean_batch_size},
-                      {"server_rss_before", r.rss_before},
-                      {"server_rss_after", r.rss_after}};
-  j["statuses"] = nlohmann::json::object();
-  for (auto& [status, n] : r.statuses) j["statuses"][std::to_string(status)] = n;
+  nlohmann::json j = report_json(r);
+  j["clients"] = a.o.clients;
+  j["requests_per_client"] = a.o.requests;
   std::cout << j.dump(2) << "\n";
 }
 
@@ -85,6 +195,10 @@ void add_loadtest_command(CLI::App& app) {
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object");
+  cmd->add_flag("--compare-batching", a.compare_batching,
+                "start `vlrt serve` twice on a free port, with dynamic batching and with --max-batch 1, send each "
+                "the same load and print the throughput ratio (--url is then ignored)");
+  cmd->add_option("-m,--model", a.model, "with --compare-batching: the model the servers load (default: theirs)");
   cmd->callback([] { loadtest(a); });
 }
 
