@@ -35,9 +35,16 @@ sanitize: deps
 	$(MAKE) build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DVLRT_SANITIZE=ON"
 	ctest --test-dir build-asan --output-on-failure -j$(JOBS) -E conformance
 
+# The shipped demo detector (models/demo) on the shipped demo image: a table of detections,
+# the annotated image and the JSON under out/demo.
+DEMO_IMAGE ?= assets/demo.png
+DEMO_PROMPT ?= orange cross . black ring . orange heart . red triangle . green heart . yellow heart . yellow triangle .
+
 demo: deps build
-	./$(BUILD)/vlrt info models/tiny/tiny_cnn.onnx
-	./$(BUILD)/vlrt run models/tiny/tiny_cnn.onnx --input image=models/tiny/image.npy --output-dir out/demo
+	./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt "$(DEMO_PROMPT)" \
+	  --json out/demo/detections.json --draw out/demo/detections.png
+	@echo "open out/demo/detections.png to see the boxes; try another prompt with" \
+	  "./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt \"yellow heart . black ring .\""
 
 clean:
 	rm -rf $(BUILD) build-asan out

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks an exported demo model: its ops are all ones vlrt's CPU backend has, its metadata
 holds the pipeline's defaults, and onnxruntime (and `vlrt run`, when the binary is there) give
-PyTorch's outputs on the inputs saved by tools/train_demo_model.py (OUT/reference.npz).
+PyTorch's outputs on the inputs saved by tools/train_demo_model.py ($TMPDIR/vlrt_demo_reference.npz).
 
     python3 tools/check_demo_model.py [--model models/demo/model.onnx] [--reference R.npz]
 """
@@ -39,11 +39,12 @@ def report(name, got, ref):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "demo", "model.onnx"))
-    ap.add_argument("--reference", help="default: reference.npz beside the model")
+    ap.add_argument("--reference", default=os.path.join(tempfile.gettempdir(), "vlrt_demo_reference.npz"),
+                    help="written by train_demo_model.py (default: $TMPDIR/vlrt_demo_reference.npz)")
     ap.add_argument("--vlrt", default=os.path.join(ROOT, "build", "vlrt"))
     ap.add_argument("--tolerance", type=float, default=1e-3)
     args = ap.parse_args()
-    ref_path = args.reference or os.path.join(os.path.dirname(args.model), "reference.npz")
+    ref_path = args.reference
 
     m = onnx.load(args.model)
     ops = {n.op_type for n in m.graph.node}

@@ -19,6 +19,7 @@ grids, blotches; shaded shapes with an outline and a shadow).
 import argparse
 import json
 import os
+import re
 import struct
 import zlib
 
@@ -364,9 +365,10 @@ def read_png(path):
 def save_scene(directory, name, img, ann):
     os.makedirs(directory, exist_ok=True)
     write_png(os.path.join(directory, name + ".png"), img)
+    text = json.dumps(ann, indent=1)
+    text = re.sub(r"\[\s*(-?\d+),\s*(-?\d+),\s*(-?\d+),\s*(-?\d+)\s*\]", r"[\1, \2, \3, \4]", text)
     with open(os.path.join(directory, name + ".json"), "w") as f:
-        json.dump(ann, f, indent=1)
-        f.write("\n")
+        f.write(text + "\n")
 
 
 def load_scene(directory, name):
