@@ -64,9 +64,10 @@ Image draw_detections(const Image& src, const std::vector<Detection>& detections
     std::string tag = (d.label.empty() ? std::string("?") : d.label) + score;
     std::string copy = tag;
     int tw = stb_easy_font_width(copy.data()) * scale + 4, th = 9 * scale + 2;
-    int ty = y0 - th >= 0 ? y0 - th : y0;  // above the box, or inside it at the top edge
-    fill(img, x0, ty, x0 + tw, ty + th, c);
-    text(img, x0 + 2, ty + 2, tag, scale, Rgb{255, 255, 255});
+    int ty = y0 - th >= 0 ? y0 - th : y0;             // above the box, or inside it at the top edge
+    int tx = std::max(0, std::min(x0, img.width - tw));  // moved left when it would leave the image
+    fill(img, tx, ty, tx + tw, ty + th, c);
+    text(img, tx + 2, ty + 2, tag, scale, Rgb{255, 255, 255});
   }
   return img;
 }
