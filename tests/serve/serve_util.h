@@ -1,5 +1,5 @@
-// Shared by the serve tests: the tiny GroundingDINO-contract fixture model, images made in
-// memory, and a server on a free loopback port inside the test process.
+// Shared by the serve tests: the shipped demo model and image, images made in memory, and a
+// server on a free loopback port inside the test process.
 #pragma once
 
 #include <httplib.h>
@@ -12,17 +12,23 @@
 
 #include "cli_util.h"
 #include "integrity/load_model.h"
+#include "io/files.h"
 #include "pipelines/grounding/detector.h"
 #include "serve/server.h"
 
 namespace vlrt::test {
 
-inline std::string tiny_grounding_model() { return source_path("tests/fixtures/grounding/tiny/model.onnx"); }
+inline std::string demo_model() { return source_path("models/demo/model.onnx"); }
 
-inline std::unique_ptr<grounding::Detector> tiny_detector() {
-  Model m = load_model(tiny_grounding_model());
-  return std::make_unique<grounding::Detector>(
-      std::move(m), source_path("tests/fixtures/grounding/tiny/vocab.txt"), SessionOptions{});
+inline std::unique_ptr<grounding::Detector> demo_detector() {
+  Model m = load_model(demo_model());
+  return std::make_unique<grounding::Detector>(std::move(m), source_path("models/demo/vocab.txt"), SessionOptions{});
+}
+
+// The demo image (assets/demo.png) and the prompt naming what is in it.
+inline std::string demo_png() { return read_file(source_path("assets/demo.png")); }
+inline std::string demo_prompt() {
+  return nlohmann::json::parse(read_file(source_path("assets/demo.json")))["prompt"].get<std::string>();
 }
 
 inline grounding::Image noise_image(int w, int h, uint32_t seed) {
@@ -36,21 +42,22 @@ inline std::string png_bytes(int w, int h, uint32_t seed = 1) {
   return grounding::encode_png(noise_image(w, h, seed));
 }
 
-inline std::string jpeg_bytes(int w, int h, uint32_t seed = 1) {
-  grounding::Image img = noise_image(w, h, seed);
+inline std::string jpeg_bytes(const grounding::Image& img) {
   std::string out;
   auto write = [](void* ctx, void* data, int size) {
     static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));
   };
-  stbi_write_jpg_to_func(write, &out, w, h, 3, img.rgb.data(), 90);
+  stbi_write_jpg_to_func(write, &out, img.width, img.height, 3, img.rgb.data(), 90);
   return out;
 }
 
-// A server for the tiny model on 127.0.0.1, any free port; drains when destroyed.
+inline std::string jpeg_bytes(int w, int h, uint32_t seed = 1) { return jpeg_bytes(noise_image(w, h, seed)); }
+
+// A server for the demo model on 127.0.0.1, any free port; drains when destroyed.
 struct TestServer {
   explicit TestServer(serve::ServeOptions o = {}) {
     o.port = 0;
-    server = std::make_unique<serve::Server>(tiny_detector(), o, 0.01);
+    server = std::make_unique<serve::Server>(demo_detector(), o, 0.01);
     port = server->start();
   }
   httplib::Client client() const {

@@ -132,7 +132,7 @@ Malformed make_malformed(std::mt19937& rng, const std::string& png, const std::s
     }
     case 9: {
       m.kind = "bad tensors";
-      m.path = "/v2/models/tiny/infer";
+      m.path = "/v2/models/demo/infer";
       m.content_type = "application/json";
       const char* bodies[] = {
           R"({"inputs":[{"name":"img","datatype":"FP32","shape":[1,3,8,8],"data":[1]}]})",

@@ -96,7 +96,7 @@ const std::regex kPort(R"(on http://127\.0\.0\.1:(\d+))");
 }  // namespace
 
 TEST(ServeProcess, SigtermUnderLoadCompletesEveryAcceptedRequestAndExitsZero) {
-  Child server({"serve", "-m", test::tiny_grounding_model(), "--port", "0", "--max-queue-delay-ms", "5"});
+  Child server({"serve", "--port", "0", "--max-queue-delay-ms", "5"});
   std::string port = server.wait_for(kPort, 30);
   ASSERT_FALSE(port.empty()) << server.output();
 
@@ -141,12 +141,12 @@ TEST(ServeProcess, SigtermUnderLoadCompletesEveryAcceptedRequestAndExitsZero) {
 }
 
 TEST(ServeProcess, SigintWhenIdleAndStartupErrors) {
-  Child server({"serve", "-m", test::tiny_grounding_model(), "--port", "0"});
+  Child server({"serve", "--port", "0"});
   std::string port = server.wait_for(kPort, 30);
   ASSERT_FALSE(port.empty()) << server.output();
 
   // The same port again: refused, not silently shared.
-  Child second({"serve", "-m", test::tiny_grounding_model(), "--port", port});
+  Child second({"serve", "--port", port});
   EXPECT_EQ(second.wait_exit(30), 1);
   EXPECT_NE(second.output().find("cannot listen on 127.0.0.1:" + port), std::string::npos) << second.output();
 
@@ -167,6 +167,27 @@ TEST(ServeProcess, SigintWhenIdleAndStartupErrors) {
   auto remote = test::run_cli("loadtest --url http://192.0.2.1:8080 -c 1 -n 1");
   EXPECT_EQ(remote.exit_code, 1);
   EXPECT_NE(remote.output.find("only targets loopback servers"), std::string::npos) << remote.output;
+
+  auto no_model = test::run_cli("loadtest --compare-batching -m /nonexistent/model.onnx -c 1 -n 1");
+  EXPECT_EQ(no_model.exit_code, 1);
+  EXPECT_NE(no_model.output.find("the server did not start"), std::string::npos) << no_model.output;
+  EXPECT_NE(no_model.output.find("/nonexistent/model.onnx"), std::string::npos) << no_model.output;
+}
+
+TEST(ServeProcess, LoadtestComparesBatchingWithMaxBatchOne) {
+  // Both servers are started by the load tool itself and answer every request; the ratio is
+  // reported, not asserted (a benchmark, not a timed test).
+  auto r = test::run_cli("loadtest --compare-batching -c 4 -n 3 --json --image " + test::source_path("assets/demo.png") +
+                         " --prompt 'red square . green triangle .'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.output;
+  for (const char* config : {"batching", "max-batch 1"}) {
+    EXPECT_EQ(j[config]["statuses"]["200"], 12) << config << ": " << r.output;
+    EXPECT_EQ(j[config]["no_response"], 0) << config;
+  }
+  EXPECT_EQ(j["max-batch 1"]["mean_batch_size"], 1.0);
+  EXPECT_GT(j["throughput_ratio"].get<double>(), 0.0);
 }
 
 }  // namespace vlrt

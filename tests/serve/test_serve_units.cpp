@@ -1,6 +1,9 @@
 // The server's parts on their own: the metrics registry, request parsing, the batcher.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <atomic>
 #include <thread>
 
@@ -150,6 +153,18 @@ std::shared_ptr<TestJob> job(const std::string& key, int id) {
 }
 
 }  // namespace
+
+TEST(ServeRequest, InferResponseWritesNonFiniteValuesAsNull) {
+  float inf = std::numeric_limits<float>::infinity();
+  TensorMap outputs = {{"logits", Tensor::from_vector<float>({1.5f, -inf, std::nanf(""), inf}, {1, 4})}};
+  auto j = infer_response("m", "r7", outputs, {"logits"});
+  EXPECT_EQ(j["id"], "r7");
+  const auto& data = j["outputs"][0]["data"];
+  ASSERT_EQ(data.size(), 4u);
+  EXPECT_EQ(data[0].get<double>(), 1.5);
+  for (int i : {1, 2, 3}) EXPECT_TRUE(data[i].is_null()) << data.dump();
+  EXPECT_EQ(j["outputs"][0]["shape"], nlohmann::json({1, 4}));
+}
 
 TEST(ServeBatcher, GroupsByKeyUpToTheLimit) {
   std::mutex mu;
