@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 namespace vlrt {
@@ -8,6 +9,27 @@ namespace vlrt {
 namespace {
 // Set on pool workers: a parallel_for called from inside a job runs inline.
 thread_local bool t_in_worker = false;
+
+// How long a thread spins for the next job (worker) or for the other chunks (caller)
+// before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until done() or kSpin has passed; true when done() became true.
+template <class Done>
+bool spin_until(Done done) {
+  auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; i++) {
+    if (done()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return done();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -28,10 +50,12 @@ void ThreadPool::worker_loop(int index) {
   t_in_worker = true;
   int64_t seen = 0;
   for (;;) {
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    // The job's fields, read under the lock with its generation: one consistent snapshot.
     std::unique_lock<std::mutex> lk(mu_);
-    wake_.wait(lk, [&] { return stop_ || generation_ != seen; });
+    wake_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
     if (stop_) return;
-    seen = generation_;
+    seen = generation_.load();
     if (index >= job_parts_) continue;
     auto* fn = job_;
     int64_t begin = index * job_chunk_, end = std::min(job_n_, begin + job_chunk_);
@@ -42,9 +66,14 @@ void ThreadPool::worker_loop(int index) {
     } catch (...) {
       error = std::current_exception();
     }
-    lk.lock();
-    if (error && !job_error_) job_error_ = error;
-    if (--pending_ == 0) done_.notify_one();
+    if (error) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!job_error_) job_error_ = error;
+    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> g(mu_);  // the caller checks pending_ under mu_ before it sleeps
+      done_.notify_one();
+    }
   }
 }
 
@@ -64,8 +93,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     job_n_ = n;
     job_chunk_ = chunk;
     job_parts_ = int(parts);
-    pending_ = int(parts) - 1;
-    generation_++;
+    pending_.store(int(parts) - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   std::exception_ptr error;
@@ -74,8 +103,9 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   } catch (...) {
     error = std::current_exception();
   }
+  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lk(mu_);
-  done_.wait(lk, [&] { return pending_ == 0; });
+  done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   job_ = nullptr;
   if (!error) error = job_error_;
   job_error_ = nullptr;
