@@ -7,6 +7,7 @@ Prints a Markdown table.
     python3 tools/check_zoo.py [--zoo models/zoo] [--vlrt build/vlrt] [--threads 2] [--runs 10]
 """
 import argparse
+import gc
 import glob
 import json
 import os
@@ -31,6 +32,9 @@ def ort_median_ms(model, feeds, threads, runs):
         t0 = time.perf_counter()
         s.run(None, feeds)
         t.append((time.perf_counter() - t0) * 1000)
+    # Its threads spin between runs: end the session before the next vlrt bench starts.
+    del s
+    gc.collect()
     return float(np.median(t))
 
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -53,6 +54,18 @@ Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
   return t;
 }
 
+// This process's peak resident memory: VmHWM, which starts afresh at exec (getrusage's
+// ru_maxrss keeps the parent's peak across fork and exec).
+int64_t peak_rss_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return int64_t(ru.ru_maxrss) * 1024;
+}
+
 // Op types by kernel time, largest first.
 void print_profile(const Profile& profile, int runs) {
   if (profile.empty()) return;
@@ -91,9 +104,7 @@ void bench(const BenchArgs& a) {
   }
   std::sort(ms.begin(), ms.end());
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  int64_t peak = int64_t(ru.ru_maxrss) * 1024;
+  int64_t peak = peak_rss_bytes();
   if (a.json) {
     nlohmann::json j = {{"model", a.model},          {"threads", session.pool().size()},
                         {"runs", a.runs},            {"min_ms", ms.front()},
