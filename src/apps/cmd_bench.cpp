@@ -83,7 +83,8 @@ void bench(const BenchArgs& a) {
   Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
   std::mt19937 rng(1234);
   TensorMap inputs;
-  for (auto& [name, ds] : input_signature(model, a.shapes)) inputs[name] = random_input(ds.first, ds.second, rng);
+  for (auto& [name, ds] : input_signature(model, a.shapes))
+    inputs[name] = random_input(ds.first, ds.second, rng);
 
   SessionOptions options;
   options.threads = a.threads;
@@ -106,9 +107,9 @@ void bench(const BenchArgs& a) {
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
   int64_t peak = peak_rss_bytes();
   if (a.json) {
-    nlohmann::json j = {{"model", a.model},          {"threads", session.pool().size()},
-                        {"runs", a.runs},            {"min_ms", ms.front()},
-                        {"median_ms", pct(0.5)},     {"p90_ms", pct(0.9)},
+    nlohmann::json j = {{"model", a.model},      {"threads", session.pool().size()},
+                        {"runs", a.runs},        {"min_ms", ms.front()},
+                        {"median_ms", pct(0.5)}, {"p90_ms", pct(0.9)},
                         {"peak_rss_bytes", peak}};
     for (auto& [op, p] : profile)
       j["profile"][op] = {{"ms_per_run", p.ms / a.runs}, {"calls_per_run", double(p.calls) / a.runs}};
@@ -125,14 +126,17 @@ void bench(const BenchArgs& a) {
 
 void add_bench_command(CLI::App& app) {
   static BenchArgs a;
-  auto* cmd = app.add_subcommand("bench", "Measure latency (min/median/p90) and peak memory on random inputs");
+  auto* cmd =
+      app.add_subcommand("bench", "Measure latency (min/median/p90) and peak memory on random inputs");
   cmd->add_option("model", a.model, "ONNX model file")->required();
-  cmd->add_option("-i,--input", a.shapes, "NAME=SHAPE (e.g. images=1x3x224x224) for inputs with dynamic dims");
+  cmd->add_option("-i,--input", a.shapes,
+                  "NAME=SHAPE (e.g. images=1x3x224x224) for inputs with dynamic dims");
   cmd->add_option("-n,--runs", a.runs, "timed runs")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", a.json, "print one JSON object");
-  cmd->add_flag("--profile", a.profile, "after the timed runs, as many runs timing each kernel: time per op type");
+  cmd->add_flag("--profile", a.profile,
+                "after the timed runs, as many runs timing each kernel: time per op type");
   add_device_options(cmd, a.device_args);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { bench(a); });

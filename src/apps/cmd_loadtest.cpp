@@ -195,10 +195,12 @@ void add_loadtest_command(CLI::App& app) {
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "print one JSON object");
-  cmd->add_flag("--compare-batching", a.compare_batching,
-                "start `vlrt serve` twice on a free port, with dynamic batching and with --max-batch 1, send each "
-                "the same load and print the throughput ratio (--url is then ignored)");
-  cmd->add_option("-m,--model", a.model, "with --compare-batching: the model the servers load (default: theirs)");
+  cmd->add_flag(
+      "--compare-batching", a.compare_batching,
+      "start `vlrt serve` twice on a free port, with dynamic batching and with --max-batch 1, send each "
+      "the same load and print the throughput ratio (--url is then ignored)");
+  cmd->add_option("-m,--model", a.model,
+                  "with --compare-batching: the model the servers load (default: theirs)");
   cmd->callback([] { loadtest(a); });
 }
 

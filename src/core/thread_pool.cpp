@@ -79,7 +79,8 @@ void ThreadPool::worker_loop(int index) {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  int64_t parts = std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
+  int64_t parts =
+      std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
   // Nested calls and calls from a second thread while the pool is busy run on the caller alone.
   std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
   if (parts <= 1 || t_in_worker || !busy.owns_lock()) {

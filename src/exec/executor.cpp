@@ -39,7 +39,8 @@ Tensor Executor::arena_tensor(const Device& d, const Allocation& a, DType dtype,
   size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
   if (a.dynamic || bytes == 0) return Tensor(dtype, shape, backend(d).allocate(bytes), 0);
   if (bytes > a.bytes)
-    fail("internal error: ", what, " needs ", bytes, " bytes on ", d.str(), " but the plan reserved ", a.bytes);
+    fail("internal error: ", what, " needs ", bytes, " bytes on ", d.str(), " but the plan reserved ",
+         a.bytes);
   Arena& arena = arenas_[d.str()];
   size_t end = a.offset + bytes;
   if (!arena.buffer || arena.buffer->bytes < end)
@@ -54,7 +55,8 @@ const Tensor& Executor::constant_on(const std::string& name, const Tensor& host_
   if (b.host_visible() && d.index == 0) return host_value;
   auto& cache = (per_run ? run_constants_ : device_constants_)[d.str()];
   auto it = cache.find(name);
-  if (it != cache.end() && it->second.shape() == host_value.shape() && it->second.dtype() == host_value.dtype())
+  if (it != cache.end() && it->second.shape() == host_value.shape() &&
+      it->second.dtype() == host_value.dtype())
     return it->second;
   Tensor t(host_value.dtype(), host_value.shape(), b.allocate(host_value.nbytes()), 0);
   b.copy_from_host(host_value, t);
@@ -154,7 +156,8 @@ TensorMap Executor::run(const InferredGraph& inferred, const Plan& plan, const T
           outs[0] = ins[schema->alias_input]->reshaped(info.shape);
           continue;
         }
-        outs[i] = arena_tensor(s.device, a, info.dtype, info.shape, cat("output '", o, "' of ", node.label()));
+        outs[i] =
+            arena_tensor(s.device, a, info.dtype, info.shape, cat("output '", o, "' of ", node.label()));
         out_ptrs[i] = &outs[i];
         kernel_needed = true;
       }
@@ -185,7 +188,8 @@ TensorMap Executor::run(const InferredGraph& inferred, const Plan& plan, const T
   for (auto& o : g.outputs) {
     if (is_constant(o.name)) {
       auto init = g.initializers.find(o.name);
-      result[o.name] = (init != g.initializers.end() ? init->second : *inferred.values.at(o.name).value).clone();
+      result[o.name] =
+          (init != g.initializers.end() ? init->second : *inferred.values.at(o.name).value).clone();
       continue;
     }
     auto it = env.find(value_key(o.name, Device{}));

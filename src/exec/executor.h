@@ -46,7 +46,8 @@ class Executor {
 
  private:
   const Tensor& constant_on(const std::string& name, const Tensor& host_value, const Device& d, bool per_run);
-  Tensor arena_tensor(const Device& d, const Allocation& a, DType dtype, const Shape& shape, const std::string& what);
+  Tensor arena_tensor(const Device& d, const Allocation& a, DType dtype, const Shape& shape,
+                      const std::string& what);
 
   const Model& model_;
   int threads_;

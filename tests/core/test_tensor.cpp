@@ -78,10 +78,10 @@ TEST(ThreadPool, ManyJobsOfChangingSizeFromTwoCallersEachRunOnce) {
 
 TEST(ThreadPool, ExceptionInAChunkReachesTheCaller) {
   ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(
-                   100, [](int64_t b, int64_t) {
-                     if (b > 0) fail("bad index in chunk");
-                   }),
+  EXPECT_THROW(pool.parallel_for(100,
+                                 [](int64_t b, int64_t) {
+                                   if (b > 0) fail("bad index in chunk");
+                                 }),
                Error);
   // Still usable afterwards, and nested calls run inline.
   std::vector<int> hits(10, 0);

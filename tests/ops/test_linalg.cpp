@@ -214,7 +214,8 @@ TEST(Linalg, LargeProductsSplitOverThePoolMatchNaive) {
                  as_dtype(naive_matmul(a, b, 1, m, k, n), DType::f32));
     // Gemm with both operands transposed and a bias row.
     Tensor at = run_op("Transpose", {a})[0], bt = run_op("Transpose", {b})[0], c = random({n}, 13);
-    std::map<std::string, Attribute> attrs{{"transA", attr_i(1)}, {"transB", attr_i(1)}, {"beta", attr_f(2.0f)}};
+    std::map<std::string, Attribute> attrs{
+        {"transA", attr_i(1)}, {"transB", attr_i(1)}, {"beta", attr_f(2.0f)}};
     Tensor y = run_op("Gemm", {at, bt, c}, attrs)[0];
     auto ref = naive_matmul(a, b, 1, m, k, n).to_double_vector();
     auto cv = c.to_double_vector();

@@ -22,7 +22,8 @@ inline std::string demo_model() { return source_path("models/demo/model.onnx"); 
 
 inline std::unique_ptr<grounding::Detector> demo_detector() {
   Model m = load_model(demo_model());
-  return std::make_unique<grounding::Detector>(std::move(m), source_path("models/demo/vocab.txt"), SessionOptions{});
+  return std::make_unique<grounding::Detector>(std::move(m), source_path("models/demo/vocab.txt"),
+                                               SessionOptions{});
 }
 
 // The demo image (assets/demo.png) and the prompt naming what is in it.

@@ -84,9 +84,10 @@ TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
   auto c = client();
   for (auto& [bytes, multipart] : {std::pair{png, true}, std::pair{jpg, false}}) {
     httplib::Result r =
-        multipart ? post_detect(c, bytes, prompt)
-                  : c.Post("/v1/detect", json({{"image", serve::base64_encode(bytes)}, {"prompt", prompt}}).dump(),
-                           "application/json");
+        multipart
+            ? post_detect(c, bytes, prompt)
+            : c.Post("/v1/detect", json({{"image", serve::base64_encode(bytes)}, {"prompt", prompt}}).dump(),
+                     "application/json");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     json j = json::parse(r->body);

@@ -177,8 +177,8 @@ TEST(ServeProcess, SigintWhenIdleAndStartupErrors) {
 TEST(ServeProcess, LoadtestComparesBatchingWithMaxBatchOne) {
   // Both servers are started by the load tool itself and answer every request; the ratio is
   // reported, not asserted (a benchmark, not a timed test).
-  auto r = test::run_cli("loadtest --compare-batching -c 4 -n 3 --json --image " + test::source_path("assets/demo.png") +
-                         " --prompt 'red square . green triangle .'");
+  auto r = test::run_cli("loadtest --compare-batching -c 4 -n 3 --json --image " +
+                         test::source_path("assets/demo.png") + " --prompt 'red square . green triangle .'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')), nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.output;

@@ -1,10 +1,9 @@
 // The server's parts on their own: the metrics registry, request parsing, the batcher.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
-
-#include <atomic>
 #include <thread>
 
 #include "serve/batcher.h"

@@ -18,8 +18,9 @@ struct Rgb {
 
 // A stable, well-separated colour per label.
 Rgb label_color(const std::string& label) {
-  static const Rgb palette[] = {{230, 25, 75},  {60, 180, 75},  {0, 130, 200},  {245, 130, 48}, {145, 30, 180},
-                                {70, 240, 240}, {240, 50, 230}, {210, 245, 60}, {0, 128, 128},  {170, 110, 40}};
+  static const Rgb palette[] = {{230, 25, 75},  {60, 180, 75},  {0, 130, 200},  {245, 130, 48},
+                                {145, 30, 180}, {70, 240, 240}, {240, 50, 230}, {210, 245, 60},
+                                {0, 128, 128},  {170, 110, 40}};
   return palette[std::hash<std::string>{}(label) % (sizeof palette / sizeof palette[0])];
 }
 
@@ -54,7 +55,8 @@ Image draw_detections(const Image& src, const std::vector<Detection>& detections
   int scale = std::max(1, std::min(img.width, img.height) / 350);
   for (auto& d : detections) {
     Rgb c = label_color(d.label);
-    int x0 = int(std::lround(d.x1)), y0 = int(std::lround(d.y1)), x1 = int(std::lround(d.x2)), y1 = int(std::lround(d.y2));
+    int x0 = int(std::lround(d.x1)), y0 = int(std::lround(d.y1)), x1 = int(std::lround(d.x2)),
+        y1 = int(std::lround(d.y2));
     fill(img, x0, y0, x1, y0 + thick, c);
     fill(img, x0, y1 - thick, x1, y1, c);
     fill(img, x0, y0, x0 + thick, y1, c);
@@ -64,7 +66,7 @@ Image draw_detections(const Image& src, const std::vector<Detection>& detections
     std::string tag = (d.label.empty() ? std::string("?") : d.label) + score;
     std::string copy = tag;
     int tw = stb_easy_font_width(copy.data()) * scale + 4, th = 9 * scale + 2;
-    int ty = y0 - th >= 0 ? y0 - th : y0;             // above the box, or inside it at the top edge
+    int ty = y0 - th >= 0 ? y0 - th : y0;                // above the box, or inside it at the top edge
     int tx = std::max(0, std::min(x0, img.width - tw));  // moved left when it would leave the image
     fill(img, tx, ty, tx + tw, ty + th, c);
     text(img, tx + 2, ty + 2, tag, scale, Rgb{255, 255, 255});

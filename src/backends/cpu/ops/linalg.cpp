@@ -185,8 +185,8 @@ void matmul(ThreadPool& pool, const T* a, Shape as, const T* b, Shape bs, T* y) 
   }
   run_jobs<T>(pool, count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, ThreadPool* inner) {
     for (int64_t i = begin; i < end; i++)
-      parallel_gemm<T>(inner, false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0), y + i * m * n,
-                       n);
+      parallel_gemm<T>(inner, false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0),
+                       y + i * m * n, n);
   });
 }
 
@@ -421,7 +421,8 @@ void conv(KernelContext& ctx) {
   for (int i = 0; i < 3; i++)
     pointwise = pointwise && g.stride[i] == 1 && g.pad[i] == 0 && g.in[i] == g.out[i];
   int64_t col_size = pointwise ? 0 : cg * ks * os;
-  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * os, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
+  double flops = 2.0 * mg * cg * ks * os;
+  run_jobs<T>(ctx.pool, g.batch * g.group, flops, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
     std::unique_ptr<T[]> col = scratch<T>(col_size);
     for (int64_t j = j0; j < j1; j++) {
       int64_t ni = j / g.group, gi = j % g.group;
@@ -477,7 +478,8 @@ void conv_transpose(KernelContext& ctx) {
   for (int64_t p = 0; p < g.batch * g.m; p++)
     std::fill(y + p * os, y + (p + 1) * os, bias ? bias[p % g.m] : T(0));
   if (g.batch == 0 || g.m == 0 || os == 0) return;
-  run_jobs<T>(ctx.pool, g.batch * g.group, 2.0 * mg * cg * ks * is, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
+  double flops = 2.0 * mg * cg * ks * is;
+  run_jobs<T>(ctx.pool, g.batch * g.group, flops, [&](int64_t j0, int64_t j1, ThreadPool* inner) {
     std::unique_ptr<T[]> col = scratch<T>(mg * ks * is);
     for (int64_t j = j0; j < j1; j++) {
       int64_t ni = j / g.group, gi = j % g.group;
@@ -637,8 +639,8 @@ bool einsum_gemm(ThreadPool& pool, const Tensor& a, const Tensor& b, const Einsu
   T* yd = direct ? y : tmp.get();
   run_jobs<T>(pool, nb, 2.0 * m * n * k, [&](int64_t b0, int64_t b1, ThreadPool* inner) {
     for (int64_t i = b0; i < b1; i++)
-      parallel_gemm<T>(inner, ta, tb, m, n, k, T(1), ad + i * m * k, ta ? m : k, bd + i * k * n, tb ? k : n, T(0),
-                       yd + i * m * n, n);
+      parallel_gemm<T>(inner, ta, tb, m, n, k, T(1), ad + i * m * k, ta ? m : k, bd + i * k * n, tb ? k : n,
+                       T(0), yd + i * m * n, n);
   });
   if (!direct) {
     Shape dims, tmp_dims;
