@@ -3,12 +3,13 @@
 // IoU >= 0.7, and no box carries a phrase of the prompt that is not in the picture.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <vector>
 
 #include "cli_util.h"
 #include "io/files.h"
+#include "pipelines/grounding/detector.h"
 
 namespace vlrt {
 namespace {
@@ -16,12 +17,13 @@ namespace {
 using test::run_cli;
 using test::source_path;
 
-double iou(const std::vector<double>& a, const std::vector<double>& b) {
-  double w = std::min(a[2], b[2]) - std::max(a[0], b[0]);
-  double h = std::min(a[3], b[3]) - std::max(a[1], b[1]);
-  double inter = std::max(0.0, w) * std::max(0.0, h);
-  double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
-  return uni > 0 ? inter / uni : 0.0;
+grounding::Detection box_of(const nlohmann::json& xyxy) {
+  grounding::Detection d;
+  d.x1 = xyxy[0].get<float>();
+  d.y1 = xyxy[1].get<float>();
+  d.x2 = xyxy[2].get<float>();
+  d.y2 = xyxy[3].get<float>();
+  return d;
 }
 
 void check_scene(const std::string& name) {
@@ -34,10 +36,10 @@ void check_scene(const std::string& name) {
   auto dets = nlohmann::json::parse(read_file(out))["detections"];
   for (const auto& obj : truth["objects"]) {
     auto label = obj["label"].get<std::string>();
-    auto box = obj["box"].get<std::vector<double>>();
-    double best = 0;
+    grounding::Detection truth_box = box_of(obj["box"]);
+    float best = 0;
     for (const auto& d : dets)
-      if (d["label"] == label) best = std::max(best, iou(box, d["box"].get<std::vector<double>>()));
+      if (d["label"] == label) best = std::max(best, grounding::iou(truth_box, box_of(d["box"])));
     EXPECT_GE(best, 0.7) << name << ": " << label << " at " << obj["box"].dump() << "\n" << r.output;
   }
   for (const auto& d : dets)
