@@ -236,16 +236,18 @@ def main():
               "load_average": os.getloadavg(), "cpus": os.cpu_count(),
               "reference_topk_gaps": reference.get("topk_gaps")}
 
+    def vlrt_run(prefix):
+        """`vlrt run` on the saved inputs PREFIX<input>.npy: (logits, boxes, wall seconds)."""
+        with tempfile.TemporaryDirectory() as out:
+            cmd = [a.vlrt, "run", model, "--output-dir", out, "--threads", str(a.threads)]
+            for n in INPUTS:
+                cmd += ["--input", f"{n}={os.path.join(d, prefix + n + '.npy')}"]
+            print("$", " ".join(cmd))
+            _, dt, _ = run(cmd)
+            return np.load(os.path.join(out, "logits.npy")), np.load(os.path.join(out, "boxes.npy")), dt
+
     # 1. Raw outputs.
-    with tempfile.TemporaryDirectory() as out:
-        cmd = [a.vlrt, "run", model, "--output-dir", out, "--threads", str(a.threads)]
-        for n in INPUTS:
-            cmd += ["--input", f"{n}={os.path.join(d, n + '.npy')}"]
-        print("$", " ".join(cmd))
-        _, dt, _ = run(cmd)
-        logits = np.load(os.path.join(out, "logits.npy"))
-        boxes = np.load(os.path.join(out, "boxes.npy"))
-    report["vlrt_run_wall_s"] = dt
+    logits, boxes, report["vlrt_run_wall_s"] = vlrt_run("")
 
     def compare(lg, bx):
         return compare_raw(lg, bx, exp_logits, exp_boxes, top_scores, a.tol, a.tie_tol)
@@ -255,13 +257,7 @@ def main():
 
     # 1b. Another size and a batch of two, when the export saved that reference.
     if os.path.exists(os.path.join(d, "expected_dyn_logits.npy")):
-        with tempfile.TemporaryDirectory() as out:
-            cmd = [a.vlrt, "run", model, "--output-dir", out, "--threads", str(a.threads)]
-            for n in INPUTS:
-                cmd += ["--input", f"{n}={os.path.join(d, 'dyn_' + n + '.npy')}"]
-            print("$", " ".join(cmd))
-            _, dt, _ = run(cmd)
-            dl, db = np.load(os.path.join(out, "logits.npy")), np.load(os.path.join(out, "boxes.npy"))
+        dl, db, _ = vlrt_run("dyn_")
         report["dynamic"] = compare_raw(dl, db, np.load(os.path.join(d, "expected_dyn_logits.npy")),
                                         np.load(os.path.join(d, "expected_dyn_boxes.npy")),
                                         np.load(os.path.join(d, "expected_dyn_topk_scores.npy")), a.tol, a.tie_tol)
