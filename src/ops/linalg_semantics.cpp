@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ops/shape_util.h"
 
 namespace vlrt {
 
@@ -134,6 +135,53 @@ int64_t conv_transpose_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64
   // Negative totals mean a larger output than the input covers; the excess stays zero.
   int64_t total = std::max<int64_t>(0, a.strides[i] * (in - 1) + output_padding + a.kernel_extent(i) - out);
   return split_pad_total(a.auto_pad, total);
+}
+
+MatMulDims matmul_dims(Shape as, Shape bs) {
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  MatMulDims d;
+  d.m = as[as.size() - 2];
+  d.k = as.back();
+  d.n = bs.back();
+  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
+  d.batch = broadcast_shapes(a_batch, b_batch);
+  d.count = shape_numel(d.batch);
+  if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == d.count) {
+    d.m *= d.count;
+    d.count = 1;
+    d.batch.clear();
+    return d;
+  }
+  d.a_strides = broadcast_strides(a_batch, d.batch);
+  d.b_strides = broadcast_strides(b_batch, d.batch);
+  for (auto& s : d.a_strides) s *= d.m * d.k;
+  for (auto& s : d.b_strides) s *= d.k * d.n;
+  return d;
+}
+
+ConvGeometry conv_geometry(const Node& node, const Shape& x, const Shape& w, const Shape& y, bool transpose) {
+  ConvAttrs a = conv_attrs(node, x, w);
+  size_t nsp = x.size() - 2, o = 3 - nsp;
+  ConvGeometry g;
+  g.batch = x[0];
+  g.c = x[1];
+  g.m = y[1];
+  g.group = node.attr_int("group", 1);
+  std::vector<int64_t> out_pad =
+      transpose ? spatial_attr(node, "output_padding", nsp, 0, 0) : std::vector<int64_t>();
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t in = x[i + 2], out = y[i + 2];
+    g.in[o + i] = in;
+    g.out[o + i] = out;
+    g.k[o + i] = a.kernel[i];
+    g.stride[o + i] = a.strides[i];
+    g.dil[o + i] = a.dilations[i];
+    g.pad[o + i] = transpose
+                       ? conv_transpose_pad_begin(a, i, in, out, out_pad[i], node.has_attr("output_shape"))
+                       : conv_pad_begin(a, i, in, out);
+  }
+  return g;
 }
 
 }  // namespace vlrt

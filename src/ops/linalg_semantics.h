@@ -1,6 +1,6 @@
 // Semantics of the linear-algebra family that shape inference and every backend share:
-// how an Einsum equation names axes, and how Conv and ConvTranspose read their
-// attributes and pad.
+// how MatMul pairs its operands, how an Einsum equation names axes, and how Conv and
+// ConvTranspose read their attributes and pad.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +11,17 @@
 #include "graph/graph.h"
 
 namespace vlrt {
+
+// How MatMul's operands pair up: numpy promotion of 1-D operands ([K] is [1,K] as A and [K,1]
+// as B) and broadcasting of the batch axes. When A's batch runs over one shared B (the Linear
+// layer case) it is folded into A's rows: m grows and there is one product.
+struct MatMulDims {
+  int64_t m = 0, k = 0, n = 0;
+  int64_t count = 1;                          // products
+  Shape batch;                                // their batch shape (empty when folded)
+  std::vector<int64_t> a_strides, b_strides;  // per batch axis, in elements (0: broadcast)
+};
+MatMulDims matmul_dims(Shape a, Shape b);
 
 // Einsum terms with every axis named: letters keep their ASCII code, the dims an
 // ellipsis stands for get 256 + position (right-aligned across operands, as in numpy).
@@ -46,5 +57,21 @@ int64_t conv_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64_t out);
 // its full output.
 int64_t conv_transpose_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64_t out,
                                  int64_t output_padding, bool has_output_shape);
+
+// Conv or ConvTranspose geometry with the spatial rank padded to 3 (leading axes of size 1).
+// For Conv `in` is the input and `out` the output; ConvTranspose computes the adjoint, so its
+// roles are the same: `in` is X's spatial shape, `out` is Y's.
+struct ConvGeometry {
+  int64_t batch = 0, c = 0, m = 0, group = 1;  // input channels, output channels
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[3] = {0, 0, 0};  // pad: at the start
+  int64_t in_size() const { return in[0] * in[1] * in[2]; }
+  int64_t out_size() const { return out[0] * out[1] * out[2]; }
+  int64_t k_size() const { return k[0] * k[1] * k[2]; }
+};
+
+// The geometry of node `n` (Conv, or ConvTranspose when `transpose`) with input X, weight W
+// and output Y of these shapes.
+ConvGeometry conv_geometry(const Node& n, const Shape& x, const Shape& w, const Shape& y, bool transpose);
 
 }  // namespace vlrt

@@ -153,37 +153,29 @@ void strided_copy(const T* src, const std::vector<int64_t>& sizes, const std::ve
 // ---------------------------------------------------------------------------------------
 // MatMul
 
-// y[batch..., m, n] = a[batch..., m, k] x b[batch..., k, n] with numpy promotion of 1-D
-// operands and broadcasting of the batch axes.
+// y[batch..., m, n] = a[batch..., m, k] x b[batch..., k, n] (matmul_dims's pairing).
 template <class T>
-void matmul(ThreadPool& pool, const T* a, Shape as, const T* b, Shape bs, T* y) {
-  if (as.size() == 1) as.insert(as.begin(), 1);
-  if (bs.size() == 1) bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  Shape batch = broadcast_shapes(a_batch, b_batch);
-  int64_t count = shape_numel(batch);
-  if (count == 0 || m == 0 || n == 0) return;
-  // A shared B: fold A's batch into its rows, one large GEMM (the Linear layer case).
-  if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == count) {
+void matmul(ThreadPool& pool, const T* a, const Shape& as, const T* b, const Shape& bs, T* y) {
+  MatMulDims d = matmul_dims(as, bs);
+  if (d.count == 0 || d.m == 0 || d.n == 0) return;
+  if (d.batch.empty()) {
     single_threaded_blas();
-    parallel_gemm<T>(&pool, false, false, count * m, n, k, T(1), a, k, b, n, T(0), y, n);
+    parallel_gemm<T>(&pool, false, false, d.m, d.n, d.k, T(1), a, d.k, b, d.n, T(0), y, d.n);
     return;
   }
-  std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
-  std::vector<int64_t> a_off(count), b_off(count);
-  for (int64_t i = 0; i < count; i++) {
-    int64_t rest = i, oa = 0, ob = 0;
-    for (size_t ax = batch.size(); ax-- > 0;) {
-      int64_t idx = rest % batch[ax];
-      rest /= batch[ax];
-      oa += idx * sa[ax];
-      ob += idx * sb[ax];
+  std::vector<int64_t> a_off(d.count), b_off(d.count);
+  for (int64_t i = 0; i < d.count; i++) {
+    int64_t rest = i;
+    a_off[i] = b_off[i] = 0;
+    for (size_t ax = d.batch.size(); ax-- > 0;) {
+      int64_t idx = rest % d.batch[ax];
+      rest /= d.batch[ax];
+      a_off[i] += idx * d.a_strides[ax];
+      b_off[i] += idx * d.b_strides[ax];
     }
-    a_off[i] = oa * m * k;
-    b_off[i] = ob * k * n;
   }
-  run_jobs<T>(pool, count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, ThreadPool* inner) {
+  int64_t m = d.m, n = d.n, k = d.k;
+  run_jobs<T>(pool, d.count, 2.0 * m * n * k, [&](int64_t begin, int64_t end, ThreadPool* inner) {
     for (int64_t i = begin; i < end; i++)
       parallel_gemm<T>(inner, false, false, m, n, k, T(1), a + a_off[i], k, b + b_off[i], n, T(0),
                        y + i * m * n, n);
@@ -273,42 +265,9 @@ void matmul_integer_kernel(KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // Conv and ConvTranspose
 
-// Geometry with the spatial rank padded to 3 (leading axes of size 1). For Conv `in`
-// is the input and `out` the output; ConvTranspose computes the adjoint, so its roles
-// are the same: `in` is X's spatial shape, `out` is Y's.
-struct ConvGeom {
-  int64_t batch = 0, c = 0, m = 0, group = 1;  // input channels, output channels
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, pad[3] = {0, 0, 0};  // pad: at the start
-  int64_t in_size() const { return in[0] * in[1] * in[2]; }
-  int64_t out_size() const { return out[0] * out[1] * out[2]; }
-  int64_t k_size() const { return k[0] * k[1] * k[2]; }
-};
-
-ConvGeom conv_geom(KernelContext& ctx, bool transpose) {
-  const Shape &x = ctx.input(0).shape(), &w = ctx.input(1).shape(), &y = ctx.output(0).shape();
-  const Node& node = ctx.node;
-  ConvAttrs a = conv_attrs(node, x, w);
-  size_t nsp = x.size() - 2, o = 3 - nsp;
-  ConvGeom g;
-  g.batch = x[0];
-  g.c = x[1];
-  g.m = y[1];
-  g.group = node.attr_int("group", 1);
-  std::vector<int64_t> out_pad =
-      transpose ? spatial_attr(node, "output_padding", nsp, 0, 0) : std::vector<int64_t>();
-  for (size_t i = 0; i < nsp; i++) {
-    int64_t in = x[i + 2], out = y[i + 2];
-    g.in[o + i] = in;
-    g.out[o + i] = out;
-    g.k[o + i] = a.kernel[i];
-    g.stride[o + i] = a.strides[i];
-    g.dil[o + i] = a.dilations[i];
-    g.pad[o + i] = transpose
-                       ? conv_transpose_pad_begin(a, i, in, out, out_pad[i], node.has_attr("output_shape"))
-                       : conv_pad_begin(a, i, in, out);
-  }
-  return g;
+ConvGeometry conv_geom(KernelContext& ctx, bool transpose) {
+  return conv_geometry(ctx.node, ctx.input(0).shape(), ctx.input(1).shape(), ctx.output(0).shape(),
+                       transpose);
 }
 
 // Positions p in [0, count) with 0 <= p * s + off < limit, as [lo, hi).
@@ -321,7 +280,7 @@ void valid_range(int64_t off, int64_t s, int64_t limit, int64_t count, int64_t& 
 
 // col[(c, kd, kh, kw), (od, oh, ow)] = x[c, od*s + kd*d - pad, ...], zero outside x.
 template <class T>
-void im2col(const ConvGeom& g, const T* x, int64_t channels, T* col, ThreadPool* pool) {
+void im2col(const ConvGeometry& g, const T* x, int64_t channels, T* col, ThreadPool* pool) {
   int64_t ks = g.k_size(), os = g.out_size();
   auto rows = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
@@ -361,7 +320,7 @@ void im2col(const ConvGeom& g, const T* x, int64_t channels, T* col, ThreadPool*
 // One plane of a depthwise convolution: yp = bias + x plane (*) kernel wk. lo/hi[kw]: the
 // output columns whose tap kw lands inside the input row.
 template <class T>
-void depthwise_plane(const ConvGeom& g, const T* xp, const T* wk, T bias, const std::vector<int64_t>& lo,
+void depthwise_plane(const ConvGeometry& g, const T* xp, const T* wk, T bias, const std::vector<int64_t>& lo,
                      const std::vector<int64_t>& hi, T* yp) {
   std::fill(yp, yp + g.out_size(), bias);
   for (int64_t od = 0; od < g.out[0]; od++) {
@@ -392,7 +351,7 @@ void depthwise_plane(const ConvGeom& g, const T* xp, const T* wk, T bias, const 
 // One input channel per group (depthwise, possibly with a channel multiplier): a direct
 // kernel, since the GEMM would be a matrix-vector product over an im2col copy.
 template <class T>
-void conv_depthwise(ThreadPool& pool, const ConvGeom& g, const T* x, const T* w, const T* bias, T* y) {
+void conv_depthwise(ThreadPool& pool, const ConvGeometry& g, const T* x, const T* w, const T* bias, T* y) {
   int64_t ks = g.k_size(), os = g.out_size(), per_group = g.m / g.group;
   std::vector<int64_t> lo(g.k[2]), hi(g.k[2]);
   for (int64_t kw = 0; kw < g.k[2]; kw++)
@@ -409,7 +368,7 @@ void conv_depthwise(ThreadPool& pool, const ConvGeom& g, const T* x, const T* w,
 
 template <class T>
 void conv(KernelContext& ctx) {
-  ConvGeom g = conv_geom(ctx, false);
+  ConvGeometry g = conv_geom(ctx, false);
   const T* x = ctx.input(0).data<T>();
   const T* w = ctx.input(1).data<T>();
   const T* bias = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;
@@ -440,7 +399,7 @@ void conv(KernelContext& ctx) {
 // y[(m, od*s + kd*d - pad, ...)] += col[(m, kd, kh, kw), (id, ih, iw)] for one group's
 // output channels [m0, m1); the scatter-add counterpart of im2col.
 template <class T>
-void col2im(const ConvGeom& g, const T* col, int64_t m0, int64_t m1, T* y) {
+void col2im(const ConvGeometry& g, const T* col, int64_t m0, int64_t m1, T* y) {
   int64_t ks = g.k_size(), is = g.in_size(), os = g.out_size();
   for (int64_t mc = m0; mc < m1; mc++) {
     for (int64_t kk = 0; kk < ks; kk++) {
@@ -469,7 +428,7 @@ void col2im(const ConvGeom& g, const T* col, int64_t m0, int64_t m1, T* y) {
 
 template <class T>
 void conv_transpose(KernelContext& ctx) {
-  ConvGeom g = conv_geom(ctx, true);
+  ConvGeometry g = conv_geom(ctx, true);
   const T* x = ctx.input(0).data<T>();
   const T* w = ctx.input(1).data<T>();
   const T* bias = ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr;

@@ -6,6 +6,7 @@
 
 #include "backends/opencl/kernel.h"
 #include "backends/opencl/opencl_backend.h"
+#include "ops/linalg_semantics.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
@@ -159,26 +160,10 @@ void launch_matmul(ClContext& ctx, int64_t m, int64_t n, int64_t k, const Tensor
 void run_matmul(ClContext& ctx) {
   const Tensor &a = ctx.input(0), &b = ctx.input(1);
   Tensor& y = ctx.output(0);
-  // NumPy promotion of 1-D operands, as the CPU kernel does.
-  Shape as = a.shape(), bs = b.shape();
-  if (as.size() == 1) as.insert(as.begin(), 1);
-  if (bs.size() == 1) bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
-  Shape a_batch(as.begin(), as.end() - 2), b_batch(bs.begin(), bs.end() - 2);
-  Shape batch = broadcast_shapes(a_batch, b_batch);
-  int64_t count = shape_numel(batch);
-  // A shared B: A's batch folds into its rows, one large product (the Linear layer case).
-  if (shape_numel(b_batch) == 1 && shape_numel(a_batch) == count) {
-    m *= count;
-    batch = {};
-    a_batch = b_batch = {};
-    count = 1;
-  }
-  std::vector<int64_t> sa = broadcast_strides(a_batch, batch), sb = broadcast_strides(b_batch, batch);
-  for (auto& s : sa) s *= m * k;
-  for (auto& s : sb) s *= k * n;
-  ClIndexer ix = collapse_dims(batch, {sa, sb});
-  launch_matmul(ctx, m, n, k, a, {cl_int(k), 1}, b, {cl_int(n), 1}, y, 1.f, 0.f, nullptr, {0, 0}, count,
+  MatMulDims d = matmul_dims(a.shape(), b.shape());
+  int64_t m = d.m, n = d.n, k = d.k;
+  ClIndexer ix = collapse_dims(d.batch, {d.a_strides, d.b_strides});
+  launch_matmul(ctx, m, n, k, a, {cl_int(k), 1}, b, {cl_int(n), 1}, y, 1.f, 0.f, nullptr, {0, 0}, d.count,
                 ix.rank, ix.dims, ix.strides[0], ix.strides[1]);
 }
 
@@ -203,37 +188,15 @@ void run_gemm(ClContext& ctx) {
 void run_conv(ClContext& ctx) {
   const Tensor &x = ctx.input(0), &w = ctx.input(1);
   Tensor& y = ctx.output(0);
-  const Node& node = ctx.node;
   size_t nsp = size_t(x.rank()) - 2;
   if (nsp < 1 || nsp > 3) unsupported("OpenCL Conv over ", nsp, " spatial axes (1 to 3 are supported)");
-  std::vector<int64_t> strides = node.attr_ints("strides", std::vector<int64_t>(nsp, 1));
-  std::vector<int64_t> dils = node.attr_ints("dilations", std::vector<int64_t>(nsp, 1));
-  std::vector<int64_t> pads = node.attr_ints("pads", std::vector<int64_t>(2 * nsp, 0));
-  std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  // Leading axes of size 1 make every convolution 3-D.
-  cl_int4 in{{1, 1, 1, 0}}, out{{1, 1, 1, 0}}, kern{{1, 1, 1, 0}}, st{{1, 1, 1, 0}}, dil{{1, 1, 1, 0}},
-      pad{{0, 0, 0, 0}};
-  size_t o = 3 - nsp;
-  for (size_t i = 0; i < nsp; i++) {
-    int64_t in_i = x.shape()[i + 2], out_i = y.shape()[i + 2], ek = (w.shape()[i + 2] - 1) * dils[i] + 1;
-    int64_t p = auto_pad == "NOTSET" ? pads[i] : 0;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t total = std::max<int64_t>(0, (out_i - 1) * strides[i] + ek - in_i);
-      p = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-    }
-    in.s[o + i] = cl_int(in_i);
-    out.s[o + i] = cl_int(out_i);
-    kern.s[o + i] = cl_int(w.shape()[i + 2]);
-    st.s[o + i] = cl_int(strides[i]);
-    dil.s[o + i] = cl_int(dils[i]);
-    pad.s[o + i] = cl_int(p);
-  }
+  ConvGeometry g = conv_geometry(ctx.node, x.shape(), w.shape(), y.shape(), false);
+  auto int4 = [](const int64_t* v) { return cl_int4{{cl_int(v[0]), cl_int(v[1]), cl_int(v[2]), 0}}; };
   bool has_bias = ctx.has_input(2);
-  int64_t group = node.attr_int("group", 1), positions = int64_t(out.s[0]) * out.s[1] * out.s[2];
   ctx.launch(ctx.kernel(kProgram, "conv_f32"),
-             matmul_range(ctx, y.dim(1) / group, positions, y.dim(0) * group), x, w,
-             has_bias ? ctx.input(2) : w, cl_int(has_bias), y, cl_int(x.dim(1)), cl_int(y.dim(1)),
-             cl_int(group), in, out, kern, st, dil, pad);
+             matmul_range(ctx, g.m / g.group, g.out_size(), g.batch * g.group), x, w,
+             has_bias ? ctx.input(2) : w, cl_int(has_bias), y, cl_int(g.c), cl_int(g.m), cl_int(g.group),
+             int4(g.in), int4(g.out), int4(g.k), int4(g.stride), int4(g.dil), int4(g.pad));
 }
 
 bool supports_float(const Node& n, const std::vector<DType>& d, std::string* why) {
