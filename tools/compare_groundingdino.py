@@ -10,8 +10,11 @@ tools/export_groundingdino.py (models/gdino/ by default):
      exchanges those two queries' places. Where the per-query comparison fails, it is repeated
      with queries at near-tied scores (closer than --tie-tol in expected_topk_scores.npy)
      aligned; both results are reported, and the aligned one decides unless --strict.
+     Whether such a pair turns up depends on the image: on most of the exporter's synthetic
+     scenes one to four pairs come in the other order (onnxruntime's too); on some, none does
+     and the per-query comparison holds as it is (--strict).
      When the export saved a second reference (another size, a batch of two: dyn_*.npy), the
-     same comparison on it shows that the model's B, H and W really are dynamic;
+     same comparison on it, up to near-ties, shows that the model's B, H and W really are dynamic;
   2. `vlrt detect` on test.png with the same prompt: the detections after the box and text
      thresholds against expected_detections.json (same labels, boxes within --px pixels);
   3. vlrt's latency for that model and image at --threads (vlrt detect's own timing: resize,
@@ -154,6 +157,9 @@ def describe_raw(name, r, tie_tol):
             f"{len(nt['reordered_queries'])} queries {nt['reordered_queries'][:12]} came in another order, at "
             f"encoder proposal scores the reference has within {tie_tol:g} of each other (gaps "
             f"{[[float(f'{g:.3g}') for g in x['gaps']] for x in nt['reordered_runs']][:6]})")
+        if any(g == 0 for x in nt["reordered_runs"] for g in x["gaps"]):
+            lines.append("  (a gap of 0 is an exact tie: ONNX's TopK puts the lower index first, PyTorch's "
+                         "topk has no set order for equal values and it changes with k)")
         lines.append(f"  with those queries in the reference's order: logits max abs error {LA['max_abs_error']:.3g} "
                      f"{'ok' if LA['ok'] else 'FAIL'}, boxes {BA['max_abs_error']:.3g} {'ok' if BA['ok'] else 'FAIL'}")
     return "\n".join(lines)
@@ -217,7 +223,9 @@ def main():
     ap.add_argument("--px", type=float, default=0.5, help="box tolerance in pixels")
     ap.add_argument("--tie-tol", type=float, default=1e-3,
                     help="encoder proposal scores closer than this may be taken in either order")
-    ap.add_argument("--strict", action="store_true", help="fail on any per-query difference, near-ties included")
+    ap.add_argument("--strict", action="store_true",
+                    help="fail on any per-query difference on the main image, near-ties included "
+                         "(the second reference is always compared up to near-ties)")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
     a = ap.parse_args()
 
@@ -262,7 +270,7 @@ def main():
                                         np.load(os.path.join(d, "expected_dyn_boxes.npy")),
                                         np.load(os.path.join(d, "expected_dyn_topk_scores.npy")), a.tol, a.tie_tol)
         report["dynamic"]["img"] = list(np.load(os.path.join(d, "dyn_img.npy"), mmap_mode="r").shape)
-        ok = ok and report["dynamic"]["raw_ok" if a.strict else "ok"]
+        ok = ok and report["dynamic"]["ok"]
 
     # 2. Detections, 3. latency.
     lat = []

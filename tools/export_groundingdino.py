@@ -415,30 +415,40 @@ def write_vocab(path, prompt):
         f.write("".join(t + "\n" for t in vocab))
 
 
-def write_test_image(path, width=1500, height=900):
+def write_test_image(path, scene=0, width=1500, height=900):
     """A deterministic synthetic scene: gradient background, noise texture, a few shapes. Its
-    size differs from the model input (1333x800) so that the resize really resamples."""
+    size differs from the model input (1333x800) so that the resize really resamples. Scene 0 is
+    the default; scene N > 0 has other noise and moves every shape by up to 80 px."""
     from PIL import Image, ImageDraw
 
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
-    rng = np.random.default_rng(1234)
+    rng = np.random.default_rng(1234 + scene)
     r = 90 + 100 * x / width + 20 * np.sin(y / 37.0)
     g = 120 + 60 * y / height + 20 * np.cos(x / 53.0)
     b = 160 - 80 * x / width + 40 * y / height
     rgb = np.stack([r, g, b], -1) + rng.normal(0, 6, (height, width, 3))
     img = Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8), "RGB")
     d = ImageDraw.Draw(img)
-    d.ellipse([180, 420, 520, 760], fill=(210, 30, 30), outline=(90, 10, 10), width=6)  # red ball
+
+    def moved(points):
+        dx, dy = (int(v) for v in rng.integers(-80, 81, 2)) if scene else (0, 0)
+        return [(px + dx, py + dy) for px, py in points]
+
+    d.ellipse(moved([(180, 420), (520, 760)]), fill=(210, 30, 30), outline=(90, 10, 10), width=6)  # red ball
+    stripes = moved([(700, 250)])[0]
     for i in range(8):  # striped boxes
-        d.rectangle([700 + 18 * i, 250, 718 + 18 * i, 520], fill=(240, 240, 240) if i % 2 else (30, 60, 160))
-    d.rectangle([980, 520, 1240, 800], fill=(60, 140, 60), outline=(10, 40, 10), width=5)
+        x0, y0 = stripes[0] + 18 * i, stripes[1]
+        d.rectangle([x0, y0, x0 + 18, y0 + 270], fill=(240, 240, 240) if i % 2 else (30, 60, 160))
+    (x0, y0), (x1, y1) = moved([(980, 520), (1240, 800)])
+    d.rectangle([x0, y0, x1, y1], fill=(60, 140, 60), outline=(10, 40, 10), width=5)
     for i in range(0, 260, 26):
-        d.line([980 + i, 520, 980 + i, 800], fill=(230, 230, 90), width=8)
-    d.ellipse([1240, 140, 1420, 320], fill=(150, 100, 50))  # teddy bear: head, ears, body
-    d.ellipse([1230, 120, 1290, 180], fill=(130, 85, 40))
-    d.ellipse([1370, 120, 1430, 180], fill=(130, 85, 40))
-    d.ellipse([1220, 300, 1440, 560], fill=(150, 100, 50))
-    d.polygon([(100, 100), (400, 60), (330, 300)], fill=(250, 200, 40))
+        d.line([x0 + i, y0, x0 + i, y1], fill=(230, 230, 90), width=8)
+    bear = [[(1240, 140), (1420, 320)], [(1230, 120), (1290, 180)], [(1370, 120), (1430, 180)],
+            [(1220, 300), (1440, 560)]]  # teddy bear: head, ears, body
+    dx, dy = moved([(0, 0)])[0]
+    for part, colour in zip(bear, [(150, 100, 50), (130, 85, 40), (130, 85, 40), (150, 100, 50)]):
+        d.ellipse([(px + dx, py + dy) for px, py in part], fill=colour)
+    d.polygon(moved([(100, 100), (400, 60), (330, 300)]), fill=(250, 200, 40))
     img.save(path)
 
 
@@ -538,6 +548,8 @@ def main():
     ap.add_argument("--checkpoint", help="groundingdino_swint_ogc.pth (else random weights)")
     ap.add_argument("--vocab", help="bert-base-uncased vocab.txt (required with --checkpoint)")
     ap.add_argument("--image", help="test image (default: a synthetic 1500x900 scene)")
+    ap.add_argument("--scene", type=int, default=0,
+                    help="which synthetic scene when no --image is given (0: the default one)")
     ap.add_argument("--prompt", default=DEFAULT_PROMPT)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target-detections", type=int, default=30,
@@ -568,7 +580,7 @@ def main():
         from PIL import Image
         Image.open(a.image).convert("RGB").save(image_path)
     else:
-        write_test_image(image_path)
+        write_test_image(image_path, a.scene)
 
     get_tokenizer = import_groundingdino(vocab)
     import groundingdino.datasets.transforms as T
