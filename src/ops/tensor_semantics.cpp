@@ -1,6 +1,9 @@
 #include "ops/tensor_semantics.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "ops/shape_util.h"
 
 namespace vlrt {
 
@@ -46,6 +49,16 @@ std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, in
   start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
   end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
   return {start, end};
+}
+
+TileView tile_view(const Shape& x, const Shape& y) {
+  std::vector<int64_t> in_st = contiguous_strides(x);
+  TileView v;
+  for (size_t i = 0; i < x.size(); i++) {
+    v.shape.insert(v.shape.end(), {y[i] / std::max<int64_t>(x[i], 1), x[i]});
+    v.strides.insert(v.strides.end(), {0, in_st[i]});
+  }
+  return v;
 }
 
 SliceView slice_view(const Shape& in, const std::vector<int64_t>& starts, std::vector<int64_t> axes,

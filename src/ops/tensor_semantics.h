@@ -39,6 +39,14 @@ struct SliceView {
 SliceView slice_view(const Shape& in, const std::vector<int64_t>& starts, std::vector<int64_t> axes,
                      std::vector<int64_t> steps);
 
+// Tile's output y viewed as [r0, d0, r1, d1, ...] (r: repeats, d: x's dims) reading its
+// input x with stride 0 on every repeat axis: that view's shape and element strides.
+struct TileView {
+  Shape shape;
+  std::vector<int64_t> strides;
+};
+TileView tile_view(const Shape& x, const Shape& y);
+
 // Unique over data viewed as [outer, n, inner], where slice j is data[:, j, :]. Slices
 // compare element by element, NaN after every number and equal to NaN.
 struct UniqueGroups {

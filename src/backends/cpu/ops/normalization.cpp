@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/simd.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
@@ -16,30 +17,7 @@ namespace {
 
 // ---- Row helpers: plain templates, with 8-wide vector versions for float32 ----------
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-// The vector helpers are always inlined, so the ABI note GCC gives for 32-byte vectors
-// when VLRT_ARCH lacks AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-
-ALWAYS_INLINE v8f load8(const float* p) {
-  v8f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-ALWAYS_INLINE void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
-ALWAYS_INLINE v4f load4(const float* p) {
-  v4f v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-ALWAYS_INLINE v4d widen(v4f v) { return __builtin_convertvector(v, v4d); }
-ALWAYS_INLINE double hsum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
-ALWAYS_INLINE v8f splat(float f) { return v8f{} + f; }
+using namespace simd;
 
 // exp(x) for x <= 0 (callers subtract the maximum first), within 1.1 ulp; results below
 // FLT_MIN flush to 0 and NaN propagates. Cephes' range reduction and polynomial.
@@ -74,14 +52,15 @@ float max_of(const float* x, int64_t n) {
   v8f m0 = splat(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    v8f v0 = load8(x + i), v1 = load8(x + i + 8), v2 = load8(x + i + 16), v3 = load8(x + i + 24);
+    v8f v0 = load<v8f>(x + i), v1 = load<v8f>(x + i + 8), v2 = load<v8f>(x + i + 16),
+        v3 = load<v8f>(x + i + 24);
     m0 = v0 > m0 ? v0 : m0;
     m1 = v1 > m1 ? v1 : m1;
     m2 = v2 > m2 ? v2 : m2;
     m3 = v3 > m3 ? v3 : m3;
   }
   for (; i + 8 <= n; i += 8) {
-    v8f v = load8(x + i);
+    v8f v = load<v8f>(x + i);
     m0 = v > m0 ? v : m0;
   }
   m0 = m1 > m0 ? m1 : m0;
@@ -109,8 +88,8 @@ double exp_shifted(const float* x, float shift, float* y, int64_t n) {
   while (i + 8 <= n) {
     v8f acc{};
     for (int64_t end = std::min(n, i + 256); i + 8 <= end; i += 8) {
-      v8f e = exp8(load8(x + i) - shift);
-      store8(y + i, e);
+      v8f e = exp8(load<v8f>(x + i) - shift);
+      store(y + i, e);
       acc += e;
     }
     s += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -118,7 +97,7 @@ double exp_shifted(const float* x, float shift, float* y, int64_t n) {
   if (i < n) {
     float buf[8] = {};
     std::memcpy(buf, x + i, size_t(n - i) * sizeof(float));
-    v8f e = exp8(load8(buf) - shift);
+    v8f e = exp8(load<v8f>(buf) - shift);
     for (int64_t k = 0; k < n - i; k++) s += (y[i + k] = e[k]);
   }
   return s;
@@ -135,8 +114,8 @@ double sum_of(const float* x, int64_t n) {
   v4d a0{}, a1{};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    a0 += widen(load4(x + i));
-    a1 += widen(load4(x + i + 4));
+    a0 += widen(load<v4f>(x + i));
+    a1 += widen(load<v4f>(x + i + 4));
   }
   double s = hsum(a0 + a1);
   for (; i < n; i++) s += x[i];
@@ -158,7 +137,7 @@ double sq_dev_sum(const float* x, int64_t n, double mean) {
   v4d a0{}, a1{};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    v4f d0 = load4(x + i) - m, d1 = load4(x + i + 4) - m;
+    v4f d0 = load<v4f>(x + i) - m, d1 = load<v4f>(x + i + 4) - m;
     a0 += widen(d0 * d0);
     a1 += widen(d1 * d1);
   }
@@ -175,7 +154,7 @@ void affine(const T* x, T m, T a, T d, T* y, int64_t n) {
 
 void affine(const float* x, float m, float a, float d, float* y, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(y + i, (load8(x + i) - m) * a + d);
+  for (; i + 8 <= n; i += 8) store(y + i, (load<v8f>(x + i) - m) * a + d);
   for (; i < n; i++) y[i] = (x[i] - m) * a + d;
 }
 
@@ -188,7 +167,8 @@ void norm_affine(const T* x, T m, T inv, const T* scale, const T* bias, T* y, in
 void norm_affine(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
                  int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store8(y + i, (load8(x + i) - m) * inv * load8(scale + i) + load8(bias + i));
+  for (; i + 8 <= n; i += 8)
+    store(y + i, (load<v8f>(x + i) - m) * inv * load<v8f>(scale + i) + load<v8f>(bias + i));
   for (; i < n; i++) y[i] = (x[i] - m) * inv * scale[i] + bias[i];
 }
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/simd.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
@@ -20,26 +21,7 @@ namespace {
 
 // ---- Float32 row loops with 8-wide vectors ------------------------------------------
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-// The vector helpers are always inlined, so the ABI note GCC gives for 32-byte vectors
-// when VLRT_ARCH lacks AVX does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef float v8f __attribute__((vector_size(32)));
-
-template <class V>
-ALWAYS_INLINE V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-ALWAYS_INLINE void store(void* p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
-ALWAYS_INLINE v4d widen(v4f v) { return __builtin_convertvector(v, v4d); }
+using namespace simd;
 
 double sum_of(const float* x, int64_t n) {
   v4d a0{}, a1{};

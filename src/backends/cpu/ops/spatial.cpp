@@ -8,6 +8,7 @@
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
+#include "ops/spatial_semantics.h"
 
 namespace vlrt {
 
@@ -957,14 +958,9 @@ void pad_kernel(KernelContext& ctx) {
   int64_t rank = x.rank();
   std::string mode = n.attr_string("mode", "constant");
   std::vector<int64_t> pads = ctx.opset < 11 ? n.attr_ints("pads") : ctx.input(1).to_int64_vector();
-  std::vector<int64_t> axes;
-  if (ctx.opset >= 11 && ctx.has_input(3)) {
-    for (int64_t a : ctx.input(3).to_int64_vector()) axes.push_back(normalize_axis(a, rank));
-  } else {
-    for (int64_t a = 0; a < rank; a++) axes.push_back(a);
-  }
-  std::vector<int64_t> pb(rank, 0);
-  for (size_t i = 0; i < axes.size(); i++) pb[axes[i]] = pads[i];
+  std::vector<int64_t> pb = pad_begins(
+      pads, ctx.opset >= 11 && ctx.has_input(3) ? ctx.input(3).to_int64_vector() : std::vector<int64_t>(),
+      rank);
   if (y.numel() == 0) return;
   if (rank == 0) {
     std::memcpy(y.raw(), x.raw(), y.nbytes());

@@ -295,15 +295,8 @@ void expand_kernel(KernelContext& ctx) {
 void tile_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  // The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on every repeat axis.
-  std::vector<int64_t> in_st = contiguous_strides(x.shape());
-  Shape shape;
-  std::vector<int64_t> st;
-  for (int i = 0; i < x.rank(); i++) {
-    shape.insert(shape.end(), {y.shape()[i] / std::max<int64_t>(x.shape()[i], 1), x.shape()[i]});
-    st.insert(st.end(), {0, in_st[i]});
-  }
-  strided_copy(bytes_of(x), bytes_of(y), shape, st, dtype_size(x.dtype()), ctx.pool);
+  TileView v = tile_view(x.shape(), y.shape());
+  strided_copy(bytes_of(x), bytes_of(y), v.shape, v.strides, dtype_size(x.dtype()), ctx.pool);
 }
 
 void gather_kernel(KernelContext& ctx) {

@@ -6,6 +6,7 @@
 #include "backends/opencl/kernel.h"
 #include "backends/opencl/opencl_backend.h"
 #include "ops/shape_util.h"
+#include "ops/spatial_semantics.h"
 
 namespace vlrt {
 
@@ -159,15 +160,11 @@ void run_pad(ClContext& ctx) {
   if (rank > kClMaxDims) unsupported("OpenCL Pad of rank ", rank, " (at most ", kClMaxDims, ")");
   std::string mode = n.attr_string("mode", "constant");
   std::vector<int64_t> pads = ctx.opset < 11 ? n.attr_ints("pads") : ctx.input_ints(1);
-  std::vector<int64_t> axes;
-  if (ctx.opset >= 11 && ctx.has_input(3)) {
-    for (int64_t a : ctx.input_ints(3)) axes.push_back(normalize_axis(a, rank));
-  } else {
-    for (int64_t a = 0; a < rank; a++) axes.push_back(a);
-  }
+  std::vector<int64_t> begins = pad_begins(
+      pads, ctx.opset >= 11 && ctx.has_input(3) ? ctx.input_ints(3) : std::vector<int64_t>(), rank);
   std::vector<int64_t> st = contiguous_strides(x.shape());
   cl_int8 out{}, stride{}, pb{}, lo{}, hi{};
-  for (size_t i = 0; i < axes.size(); i++) pb.s[axes[i]] = cl_int(pads[i]);
+  for (int a = 0; a < rank; a++) pb.s[a] = cl_int(begins[size_t(a)]);
   for (int a = 0; a < rank; a++) {
     // Negative pads crop the input first; the modes work on what is left.
     int64_t in = x.shape()[a], o = y.shape()[a];

@@ -126,15 +126,8 @@ void run_expand(ClContext& ctx) {
 void run_tile(ClContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  // The output viewed as [r0, d0, r1, d1, ...] reads the input with stride 0 on every repeat axis.
-  std::vector<int64_t> in_st = contiguous_strides(x.shape());
-  Shape dims;
-  std::vector<int64_t> st;
-  for (int i = 0; i < x.rank(); i++) {
-    dims.insert(dims.end(), {y.shape()[i] / std::max<int64_t>(x.shape()[i], 1), x.shape()[i]});
-    st.insert(st.end(), {0, in_st[i]});
-  }
-  copy_to_output(ctx, ClAt{x, 0}, st, y, dims);
+  TileView v = tile_view(x.shape(), y.shape());
+  copy_to_output(ctx, ClAt{x, 0}, v.strides, y, v.shape);
 }
 
 void run_concat(ClContext& ctx) {
