@@ -20,7 +20,8 @@ from a local vocab.txt; with --checkpoint (groundingdino_swint_ogc.pth) the weig
 [unusedN] to bert-base-uncased's 30522 ids, its special tokens at bert-base-uncased's ids.
 
 Written to OUT (default models/gdino/; generated, never committed, about 700 MB):
-  model.onnx, vocab.txt, test.png (a synthetic 1500x900 image, 1333x800 after the resize),
+  model.onnx, vocab.txt, test.png (a synthetic 1500x900 image, 1333x800 after the resize;
+  --scene N draws another one),
   text.json (vlrt tokenize --json of the prompt), the model's inputs as <name>.npy, PyTorch's
   outputs as expected_logits.npy / expected_boxes.npy, expected_detections.json (the detections
   after the box and text thresholds, labelled by vlrt's rule), expected_topk_scores.npy (the
@@ -702,6 +703,7 @@ def main():
         info["onnx_bytes"] = os.path.getsize(path)
 
     info.update({"prompt": a.prompt, "caption": tok["caption"], "image": image_path,
+                 "scene": None if a.image else a.scene,
                  "input_size": [int(img.shape[3]), int(img.shape[2])], "opset": OPSET,
                  "torch": torch.__version__, "pytorch_forward_s": t_ref,
                  "wrapper_vs_forward": {"logits": d_logits, "boxes": d_boxes},
