@@ -453,6 +453,14 @@ def write_test_image(path, scene=0, width=1500, height=900):
     img.save(path)
 
 
+def image_transform():
+    """The reference's preprocessing (groundingdino.util.inference.load_image): short side 800,
+    long side at most 1333, ImageNet normalization. Call after import_groundingdino."""
+    import groundingdino.datasets.transforms as T
+
+    return T.Compose([T.RandomResize([800], max_size=1333), T.ToTensor(), T.Normalize(MEAN, STD)])
+
+
 def vlrt_tokenize(vlrt, vocab, prompt):
     out = subprocess.run([vlrt, "tokenize", "--vocab", vocab, "--json", prompt], check=True,
                          capture_output=True, text=True)
@@ -584,7 +592,6 @@ def main():
         write_test_image(image_path, a.scene)
 
     get_tokenizer = import_groundingdino(vocab)
-    import groundingdino.datasets.transforms as T
     from PIL import Image
 
     # Text: vlrt's tensors, checked against the reference's tokenizer and masks.
@@ -603,7 +610,7 @@ def main():
 
     # Image, preprocessed as groundingdino.util.inference.load_image does.
     source = Image.open(image_path).convert("RGB")
-    transform = T.Compose([T.RandomResize([800], max_size=1333), T.ToTensor(), T.Normalize(MEAN, STD)])
+    transform = image_transform()
     img, _ = transform(source, None)
     img = img[None].contiguous()
     print(f"image {source.size[0]}x{source.size[1]} -> model input {img.shape[3]}x{img.shape[2]}")

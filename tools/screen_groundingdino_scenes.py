@@ -56,8 +56,7 @@ def main():
     a = ap.parse_args()
     import onnx
 
-    get_tokenizer = ex.import_groundingdino(os.path.join(a.dir, "vocab.txt"))  # noqa: F841
-    import groundingdino.datasets.transforms as T
+    ex.import_groundingdino(os.path.join(a.dir, "vocab.txt"))
     from PIL import Image
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,7 +68,7 @@ def main():
         onnx.save(m, model_path)
         del m
 
-        transform = T.Compose([T.RandomResize([800], max_size=1333), T.ToTensor(), T.Normalize(ex.MEAN, ex.STD)])
+        transform = ex.image_transform()
         model, _, _ = ex.build_model(None, 0)
         wrapper = ex.ExportWrapper(model).eval()
         text = [torch.from_numpy(np.load(os.path.join(a.dir, n + ".npy"))) for n in ex.INPUTS[1:]]
