@@ -11,7 +11,7 @@ DEB_PACKAGES = build-essential cmake pkg-config git ca-certificates \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build test demo clean sanitize
+.PHONY: all deps configure build program test demo clean sanitize
 
 all: build
 
@@ -23,9 +23,15 @@ deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "dependencies: all installed"; fi
 
-build:
+configure:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: configure
 	cmake --build $(BUILD) -j$(JOBS)
+
+# Only the program: what the demo needs, without the test binaries.
+program: configure
+	cmake --build $(BUILD) -j$(JOBS) --target vlrt
 
 test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
@@ -40,7 +46,7 @@ sanitize: deps
 DEMO_IMAGE ?= assets/demo.png
 DEMO_PROMPT ?= orange cross . black ring . orange heart . red triangle . green heart . yellow heart . yellow triangle .
 
-demo: deps build
+demo: deps program
 	./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt "$(DEMO_PROMPT)" \
 	  --json out/demo/detections.json --draw out/demo/detections.png
 	@echo "open out/demo/detections.png to see the boxes; try another prompt with" \

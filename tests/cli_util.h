@@ -14,8 +14,9 @@ struct CliResult {
   std::string output;
 };
 
-inline CliResult run_cli(const std::string& args) {
-  std::string cmd = std::string(VLRT_BINARY) + " " + args + " 2>&1";
+// Runs a shell command line.
+inline CliResult run_command(const std::string& command) {
+  std::string cmd = command + " 2>&1";
   CliResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -26,6 +27,9 @@ inline CliResult run_cli(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
+
+// Runs the vlrt program.
+inline CliResult run_cli(const std::string& args) { return run_command(std::string(VLRT_BINARY) + " " + args); }
 
 inline std::string source_path(const std::string& rel) { return std::string(VLRT_SOURCE_DIR) + "/" + rel; }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "exec/run_node.h"
+#include "backends/cpu/cpu_backend.h"
 
 namespace vlrt::test {
 

@@ -107,7 +107,7 @@ void bench(const BenchArgs& a) {
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
   int64_t peak = peak_rss_bytes();
   if (a.json) {
-    nlohmann::json j = {{"model", a.model},      {"threads", session.pool().size()},
+    nlohmann::json j = {{"model", a.model},      {"threads", session.threads()},
                         {"runs", a.runs},        {"min_ms", ms.front()},
                         {"median_ms", pct(0.5)}, {"p90_ms", pct(0.9)},
                         {"peak_rss_bytes", peak}};
@@ -116,7 +116,7 @@ void bench(const BenchArgs& a) {
     std::cout << j.dump() << "\n";
   } else {
     std::printf("%s: %d runs, %d threads\n  min %.2f ms   median %.2f ms   p90 %.2f ms\n  peak RSS %s\n",
-                a.model.c_str(), a.runs, session.pool().size(), ms.front(), pct(0.5), pct(0.9),
+                a.model.c_str(), a.runs, session.threads(), ms.front(), pct(0.5), pct(0.9),
                 human_bytes(double(peak)).c_str());
     print_profile(profile, a.runs);
   }

@@ -12,9 +12,6 @@ namespace vlrt {
 
 namespace {
 
-// Backends compiled into this build.
-const std::vector<std::string> kBackends = built_backends();
-
 struct Finding {
   std::string section, name, verdict, detail, advice;  // verdict: ok, warning, missing
 };
@@ -101,7 +98,7 @@ std::vector<Finding> opencl_findings(const OpenClProbe& o) {
 
 std::vector<Finding> cuda_findings(const CudaProbe& c) {
   std::vector<Finding> f;
-  std::string runs_on = "vlrt runs on " + join(kBackends, " and ");
+  std::string runs_on = "vlrt runs on " + join(built_backends(), " and ");
   if (!c.driver) {
     std::string advice = "CUDA backends are unavailable; " + runs_on +
                          "; install the NVIDIA driver to use an "
@@ -146,12 +143,18 @@ std::vector<Finding> cuda_findings(const CudaProbe& c) {
 
 std::vector<Finding> backend_findings() {
   std::vector<Finding> f;
-  for (const char* b : {"cpu", "opencl", "cuda"}) {
-    if (std::find(kBackends.begin(), kBackends.end(), b) != kBackends.end())
-      f.push_back({"backends", b, "ok", "in this build", ""});
+  for (auto& b : registered_backends()) {
+    std::string why;
+    int n = b.device_count ? b.device_count(&why) : 0;
+    if (n > 0)
+      f.push_back({"backends", b.kind, "ok", cat("in this build (", b.description, "); ", n, " device", n == 1 ? "" : "s",
+                                                  " here: ", b.kind, ":0", n > 1 ? cat("..", b.kind, ":", n - 1) : ""),
+                   ""});
     else
-      f.push_back({"backends", b, "missing", "not in this build yet", ""});
+      f.push_back({"backends", b.kind, "warning", cat("in this build (", b.description, "), but no device here: ", why),
+                   cat("--devices ", b.kind, ":N cannot run on this machine")});
   }
+  if (!find_backend("cuda")) f.push_back({"backends", "cuda", "missing", "not in this build yet", ""});
   return f;
 }
 
@@ -195,7 +198,7 @@ nlohmann::json facts_json(const CpuProbe& c, const MemoryProbe& m, const OpenClP
             {"devices", gpus},
             {"runtime_library", opt(!cu.runtime_library.empty(), cu.runtime_library)},
             {"runtime_cuda_version", opt(cu.runtime_version > 0, cuda_version_str(cu.runtime_version))}}},
-          {"backends", kBackends}};
+          {"backends", built_backends()}};
 }
 
 void doctor(bool json) {

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "apps/commands.h"
-#include "backends/cpu/kernel.h"
+#include "backends/backend.h"
 #include "integrity/load_model.h"
 #include "ops/op_schema.h"
 
@@ -30,14 +30,14 @@ void print_info(const std::string& path) {
   std::cout << "\nparameters: " << params << " (" << human_bytes(double(bytes)) << " in "
             << m.graph.initializers.size() << " initializers)\n";
 
+  // An op is supported when the CPU (the reference every model must run on) has a kernel.
+  std::shared_ptr<Backend> cpu = create_backend(Device{}, 1);
   std::map<std::string, int> histogram;
   std::map<std::string, int> missing;
   for (auto& n : m.graph.nodes) {
     std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
     histogram[key]++;
-    const OpSchema* s = find_schema(n.domain, n.op_type);
-    bool ok = s && (find_cpu_kernel(n.domain, n.op_type) || s->alias_input >= 0);
-    if (!ok) missing[key]++;
+    if (!find_schema(n.domain, n.op_type) || !cpu->supports(n, {}, nullptr)) missing[key]++;
   }
   std::cout << "nodes:      " << m.graph.nodes.size() << "\n";
   std::vector<std::pair<int, std::string>> sorted;

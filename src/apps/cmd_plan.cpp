@@ -40,6 +40,7 @@ nlohmann::json plan_json(const std::string& model, const std::map<std::string, s
                                      {"ops", dp.ops},
                                      {"weight_bytes", dp.weight_bytes},
                                      {"peak_activation_bytes", dp.peak_activation_bytes},
+                                     {"prepared_bytes", dp.prepared_bytes},
                                      {"dynamic_values", dp.dynamic_values},
                                      {"cap_bytes", dp.cap}};
   }
@@ -67,7 +68,8 @@ void print_plan(const std::string& model, const std::map<std::string, std::pair<
   std::cout << "\n\n";
   for (auto& dp : plan.devices) {
     std::cout << dp.device.str() << ": " << dp.nodes << " nodes, weights " << human_bytes(double(dp.weight_bytes))
-              << ", activation peak " << human_bytes(double(dp.peak_activation_bytes));
+              << ", activation peak " << human_bytes(double(dp.peak_activation_bytes)) << ", prepared state "
+              << human_bytes(double(dp.prepared_bytes));
     if (dp.cap) std::cout << " (cap " << human_bytes(double(dp.cap)) << ")";
     if (dp.dynamic_values) std::cout << ", " << dp.dynamic_values << " values sized at run time";
     std::cout << "\n";

@@ -1,17 +1,34 @@
-// The interface every backend implements. A backend owns its memory: tensors on
-// its device live in buffers it allocated, and cross to another device only
-// through copy_from_host / copy_to_host, called by explicit transfer steps of a plan.
+// The interface every backend implements, and the registry backends add themselves to.
+// A backend owns its memory: tensors on its device live in buffers it allocated, and
+// cross to another device only by the copies below, called by explicit transfer steps
+// of a plan. docs/ARCHITECTURE.md describes the whole contract.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
-#include "core/thread_pool.h"
 #include "graph/graph.h"
+#include "ops/op_schema.h"
 
 namespace vlrt {
+
+// Per-node state a backend makes once per plan and input shapes: packed weights,
+// descriptors, compiled kernels, chosen algorithms. The session owns it.
+class KernelState {
+ public:
+  virtual ~KernelState() = default;
+  // Device memory the state holds: what prepare_info() promised the planner.
+  virtual size_t bytes() const { return 0; }
+};
+
+// What prepare() will hold for a node, known while planning.
+struct PrepareInfo {
+  size_t bytes = 0;                   // device memory the state holds
+  std::vector<size_t> replaced_inputs;  // constant inputs the state holds a copy of (packed)
+};
 
 class Backend {
  public:
@@ -22,30 +39,83 @@ class Backend {
   virtual bool host_visible() const = 0;
   // Total memory the device offers (0: unknown).
   virtual size_t memory_capacity() const = 0;
+  // Offsets and sizes in this device's arena are multiples of this.
+  virtual size_t alignment() const { return 64; }
 
   virtual std::shared_ptr<Buffer> allocate(size_t bytes) = 0;
   // `dst` lives on this device, `src` on the host (or the reverse); same dtype and shape.
   virtual void copy_from_host(const Tensor& src, Tensor& dst) = 0;
   virtual void copy_to_host(const Tensor& src, Tensor& dst) = 0;
+  // A copy between two devices of this backend (src's device may be another index)
+  // without staging through the host; false where the backend cannot.
+  virtual bool copy_on_device(const Tensor& /*src*/, Tensor& /*dst*/) { return false; }
 
-  // Whether a kernel exists for this node with these input dtypes; `why` says why not.
+  // Whether a kernel exists for this node with these input dtypes (empty: not known
+  // yet, asked at load); `why` says why not.
   virtual bool supports(const Node& node, const std::vector<DType>& input_dtypes, std::string* why) const = 0;
-  // Runs one node. Inputs and outputs are on this device, outputs allocated with their final shapes.
-  virtual void execute(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
-                       const std::vector<Tensor*>& outputs) = 0;
-  // Blocks until queued work is done (asynchronous devices).
+
+  // The state prepare() would make for this node with these inputs (constants carry
+  // their values); asked while planning, before anything is allocated.
+  virtual PrepareInfo prepare_info(const Node& /*node*/, int64_t /*opset*/,
+                                   const std::vector<const ValueInfo*>& /*inputs*/) const {
+    return {};
+  }
+  // Makes that state (nullptr: the node needs none).
+  virtual std::unique_ptr<KernelState> prepare(const Node& /*node*/, int64_t /*opset*/,
+                                               const std::vector<const ValueInfo*>& /*inputs*/) {
+    return nullptr;
+  }
+
+  // Runs one node. Inputs and outputs are on this device, outputs allocated with their
+  // final shapes; an input the state replaced may be nullptr. Work may be queued:
+  // copies and kernels run in order, synchronize() waits for them.
+  virtual void execute(const Node& node, int64_t opset, KernelState* state,
+                       const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) = 0;
   virtual void synchronize() {}
 };
 
-// Parses "cpu", "cpu:1", "opencl:0"; fails on anything else.
+// Options every backend factory receives.
+struct BackendConfig {
+  int threads = 0;  // host threads a CPU-side backend may use (<= 0: all cores)
+};
+
+// A backend kind as it registers itself from its own folder.
+struct BackendInfo {
+  std::string kind;         // "cpu", "opencl", ...: the device name before ':'
+  std::string description;  // one line for `vlrt doctor`
+  // The backend for device `index`; fails naming the device when it is not available.
+  std::function<std::shared_ptr<Backend>(int index, const BackendConfig& config)> create;
+  // Devices of this kind present here (0: none); `why` says why there are none.
+  std::function<int(std::string* why)> device_count;
+};
+
+// Adds a kind; a second registration of the same kind is an error.
+void register_backend(BackendInfo info);
+// Every registered kind, in registration order (cpu first).
+const std::vector<BackendInfo>& registered_backends();
+// nullptr when no backend of this kind is in this build.
+const BackendInfo* find_backend(const std::string& kind);
+
+// Registers a backend at program start: VLRT_REGISTER_BACKEND(opencl, "...", create, count).
+#define VLRT_REGISTER_BACKEND(kind_, description_, create_, count_)              \
+  static const bool vlrt_backend_registered_##kind_ = [] {                       \
+    ::vlrt::register_backend({#kind_, description_, create_, count_});           \
+    return true;                                                                 \
+  }()
+
+// Parses "cpu", "cpu:1", "opencl:0"; fails on a kind no backend registered.
 Device parse_device(const std::string& s);
 
-// The backends compiled into this build ("cpu", "opencl").
+// The kinds of the backends in this build ("cpu", "opencl", ...).
 std::vector<std::string> built_backends();
 
-// A new backend for a device. "cpu:N" (N >= 1) is a simulated second CPU device
-// with its own memory, for testing placement, splits and transfers on a machine
-// with one CPU. Fails naming the device when it is not available.
+// A new backend for a device; fails naming the device when it is not available.
 std::shared_ptr<Backend> create_backend(const Device& d, int threads = 0);
+
+// Runs one node on `b` outside any plan: infers output shapes from the real inputs
+// (on the host), allocates them on b, prepares and executes. Output i is undefined
+// (Tensor{}) where node.outputs[i] is empty; a view's output shares its input's memory.
+// Errors are prefixed with the node's label and input shapes. Used by constant folding.
+std::vector<Tensor> run_node(Backend& b, const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs);
 
 }  // namespace vlrt

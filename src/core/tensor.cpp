@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 #include "core/dispatch.h"
 
@@ -22,9 +24,39 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
+namespace {
+
+struct KindNames {
+  std::mutex mu;
+  std::deque<std::string> names{"cpu"};  // a deque: names handed out by reference stay put
+};
+
+KindNames& kind_names() {
+  static KindNames k;
+  return k;
+}
+
+}  // namespace
+
+DeviceKind device_kind(const std::string& name) {
+  KindNames& k = kind_names();
+  std::lock_guard<std::mutex> lock(k.mu);
+  for (size_t i = 0; i < k.names.size(); i++)
+    if (k.names[i] == name) return DeviceKind(i);
+  k.names.push_back(name);
+  return DeviceKind(k.names.size() - 1);
+}
+
+const std::string& device_kind_name(DeviceKind kind) {
+  KindNames& k = kind_names();
+  std::lock_guard<std::mutex> lock(k.mu);
+  VLRT_CHECK(kind >= 0 && size_t(kind) < k.names.size(), "unknown device kind ", kind);
+  return k.names[size_t(kind)];
+}
+
 std::string Device::str() const {
-  std::string base = kind == DeviceKind::cpu ? "cpu" : "opencl";
-  if (kind == DeviceKind::cpu && index == 0) return base;
+  const std::string& base = device_kind_name(kind);
+  if (kind == kCpuKind && index == 0) return base;
   return base + ":" + std::to_string(index);
 }
 

@@ -16,10 +16,17 @@ using Shape = std::vector<int64_t>;
 
 int64_t shape_numel(const Shape& s);
 
-enum class DeviceKind { cpu, opencl };
+// A device kind is a small number naming a backend ("cpu" is 0). Backends add their
+// kind when they register, so core knows the names without knowing the backends.
+using DeviceKind = int16_t;
+inline constexpr DeviceKind kCpuKind = 0;
+// The kind with this name, added if new.
+DeviceKind device_kind(const std::string& name);
+// The name of a kind ("cpu", "opencl", ...).
+const std::string& device_kind_name(DeviceKind kind);
 
 struct Device {
-  DeviceKind kind = DeviceKind::cpu;
+  DeviceKind kind = kCpuKind;
   int index = 0;
   std::string str() const;  // "cpu", "cpu:1", "opencl:0"
   bool operator==(const Device&) const = default;

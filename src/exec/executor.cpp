@@ -1,10 +1,6 @@
 #include "exec/executor.h"
 
 #include <chrono>
-#include <cstring>
-
-#include "exec/run_node.h"
-#include "ops/op_schema.h"
 
 namespace vlrt {
 
@@ -34,169 +30,204 @@ void Executor::reset_high_water() {
   for (auto& [name, a] : arenas_) a.high_water = 0;
 }
 
-Tensor Executor::arena_tensor(const Device& d, const Allocation& a, DType dtype, const Shape& shape,
-                              const std::string& what) {
-  size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
-  if (a.dynamic || bytes == 0) return Tensor(dtype, shape, backend(d).allocate(bytes), 0);
-  if (bytes > a.bytes)
-    fail("internal error: ", what, " needs ", bytes, " bytes on ", d.str(), " but the plan reserved ",
-         a.bytes);
-  Arena& arena = arenas_[d.str()];
-  size_t end = a.offset + bytes;
-  if (!arena.buffer || arena.buffer->bytes < end)
-    fail("internal error: ", what, " at offset ", a.offset, " exceeds the arena of ", d.str());
-  arena.high_water = std::max(arena.high_water, (end + 63) / 64 * 64);
-  return Tensor(dtype, shape, arena.buffer, a.offset);
-}
-
-const Tensor& Executor::constant_on(const std::string& name, const Tensor& host_value, const Device& d,
-                                    bool per_run) {
-  Backend& b = backend(d);
-  if (b.host_visible() && d.index == 0) return host_value;
-  auto& cache = (per_run ? run_constants_ : device_constants_)[d.str()];
-  auto it = cache.find(name);
-  if (it != cache.end() && it->second.shape() == host_value.shape() &&
-      it->second.dtype() == host_value.dtype())
-    return it->second;
-  Tensor t(host_value.dtype(), host_value.shape(), b.allocate(host_value.nbytes()), 0);
-  b.copy_from_host(host_value, t);
-  return cache[name] = t;
-}
-
-TensorMap Executor::run(const InferredGraph& inferred, const Plan& plan, const TensorMap& inputs) {
+PreparedPlan Executor::prepare(const InferredGraph& inferred, const Plan& plan) {
   const Graph& g = model_.graph;
-  int64_t opset = model_.opset();
-  run_constants_.clear();
-  for (auto& dp : plan.devices) {
-    Arena& a = arenas_[dp.device.str()];
-    if (dp.peak_activation_bytes && (!a.buffer || a.buffer->bytes < dp.peak_activation_bytes))
-      a.buffer = backend(dp.device).allocate(dp.peak_activation_bytes);
-  }
-  auto constant = [&](const std::string& name, const Device& d) -> const Tensor& {
-    auto init = g.initializers.find(name);
-    if (init != g.initializers.end()) return constant_on(name, init->second, d, false);
-    return constant_on(name, *inferred.values.at(name).value, d, true);
-  };
-  auto is_constant = [&](const std::string& name) {
-    if (g.initializers.count(name)) return true;
-    auto it = inferred.values.find(name);
-    return it != inferred.values.end() && it->second.value.has_value();
-  };
-
-  std::unordered_map<std::string, Tensor> env;
-  for (auto& [name, t] : inputs) env[value_key(name, Device{})] = t;
-
-  for (size_t si = 0; si < plan.steps.size(); si++) {
-    const Step& s = plan.steps[si];
-    if (s.kind == Step::Kind::copy) {
-      const Tensor& src = env.at(value_key(s.value, s.from));
-      std::string key = value_key(s.value, s.device);
-      Tensor dst = arena_tensor(s.device, plan.allocations.at(key), src.dtype(), src.shape(),
-                                cat("copy of '", s.value, "'"));
-      Backend& from = backend(s.from);
-      Backend& to = backend(s.device);
-      if (from.host_visible()) {
-        to.copy_from_host(src, dst);
-      } else if (to.host_visible()) {
-        from.copy_to_host(src, dst);
-      } else {
-        Tensor staging(src.dtype(), src.shape());
-        from.copy_to_host(src, staging);
-        to.copy_from_host(staging, dst);
-      }
-      env[key] = dst;
-      transfers_executed_++;
-    } else {
-      const Node& node = g.nodes[s.node];
-      std::vector<const Tensor*> ins(node.inputs.size(), nullptr);
-      for (size_t i = 0; i < node.inputs.size(); i++) {
-        const std::string& in = node.inputs[i];
-        if (in.empty()) continue;
-        if (is_constant(in)) {
-          ins[i] = &constant(in, s.device);
-          continue;
-        }
-        auto it = env.find(value_key(in, s.device));
-        if (it == env.end()) {
-          // Not where the plan says: find it anywhere, so the device check names it.
-          for (auto& [k, t] : env)
-            if (k.rfind(in + "@", 0) == 0) it = env.find(k);
-          if (it == env.end()) fail("internal error: ", node.label(), ": input '", in, "' is not available");
-        }
-        ins[i] = &it->second;
-      }
-      check_on_device(node, s.device, ins);
-
-      const OpSchema* schema = find_schema(node.domain, node.op_type);
-      std::vector<ValueInfo> out_info;
-      bool dynamic = false;
-      for (auto& o : node.outputs) dynamic = dynamic || (!o.empty() && !inferred.values.at(o).shape_known);
-      if (dynamic) {  // shapes depend on data: infer from the real inputs (on the host)
-        std::vector<ValueInfo> vi(ins.size());
-        std::vector<const ValueInfo*> vp(ins.size(), nullptr);
-        for (size_t i = 0; i < ins.size(); i++) {
-          if (!ins[i]) continue;
-          vi[i].dtype = ins[i]->dtype();
-          vi[i].shape = ins[i]->shape();
-          vi[i].shape_known = true;
-          if (backend(s.device).host_visible()) vi[i].value = *ins[i];
-          vp[i] = &vi[i];
-        }
-        out_info = infer_node(node, opset, vp);
-      }
-      std::vector<Tensor> outs(node.outputs.size());
-      std::vector<Tensor*> out_ptrs(node.outputs.size(), nullptr);
-      bool kernel_needed = false;
-      for (size_t i = 0; i < node.outputs.size(); i++) {
-        const std::string& o = node.outputs[i];
-        if (o.empty()) continue;
-        const ValueInfo& info = dynamic ? out_info[i] : inferred.values.at(o);
-        const Allocation& a = plan.allocations.at(value_key(o, s.device));
-        if (i == 0 && schema->alias_input >= 0) {
-          outs[0] = ins[schema->alias_input]->reshaped(info.shape);
-          continue;
-        }
-        outs[i] =
-            arena_tensor(s.device, a, info.dtype, info.shape, cat("output '", o, "' of ", node.label()));
-        out_ptrs[i] = &outs[i];
-        kernel_needed = true;
-      }
-      if (kernel_needed) {
-        try {
-          auto t0 = std::chrono::steady_clock::now();
-          backend(s.device).execute(node, opset, ins, out_ptrs);
-          if (profile_) {
-            backend(s.device).synchronize();
-            OpProfile& p = (*profile_)[node.op_type];
-            p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-            p.calls++;
-          }
-        } catch (const Error& e) {
-          std::string msg = e.what();
-          if (msg.rfind(node.label(), 0) == 0) throw;
-          throw Error(cat(node_context(node, ins), " on ", s.device.str(), ": ", msg));
-        }
-      }
-      for (size_t i = 0; i < node.outputs.size(); i++)
-        if (!node.outputs[i].empty()) env[value_key(node.outputs[i], s.device)] = std::move(outs[i]);
-    }
-    for (auto& k : plan.release_after[si]) env.erase(k);
-  }
-  for (auto& [name, b] : backends_) b->synchronize();
-
-  TensorMap result;
-  for (auto& o : g.outputs) {
-    if (is_constant(o.name)) {
-      auto init = g.initializers.find(o.name);
-      result[o.name] =
-          (init != g.initializers.end() ? init->second : *inferred.values.at(o.name).value).clone();
+  PreparedPlan pp;
+  pp.constants.resize(plan.slots.size());
+  for (size_t k = 0; k < plan.slots.size(); k++) {
+    const Slot& s = plan.slots[k];
+    if (!s.constant || s.replaced) continue;
+    auto init = g.initializers.find(s.value);
+    bool initializer = init != g.initializers.end();
+    const Tensor& host = initializer ? init->second : *inferred.values.at(s.value).value;
+    Backend& b = backend(s.device);
+    if (b.host_visible() && s.device.index == 0) {
+      pp.constants[k] = host;
       continue;
     }
-    auto it = env.find(value_key(o.name, Device{}));
-    if (it == env.end()) fail("graph output '", o.name, "' was not produced");
-    // Arena memory is reused by the next run: the caller gets its own copy.
-    result[o.name] = it->second.clone();
+    // Weights stay on a device across plans (other input sizes); folded values are per plan.
+    Tensor* cached = nullptr;
+    if (initializer) {
+      cached = &device_constants_[s.device.str()][s.value];
+      if (cached->defined() && cached->shape() == host.shape() && cached->dtype() == host.dtype()) {
+        pp.constants[k] = *cached;
+        continue;
+      }
+    }
+    Tensor t(host.dtype(), host.shape(), b.allocate(host.nbytes()), 0);
+    b.copy_from_host(host, t);
+    pp.constants[k] = t;
+    if (cached) *cached = t;
   }
+  pp.states.resize(plan.steps.size());
+  for (size_t si = 0; si < plan.steps.size(); si++) {
+    const Step& s = plan.steps[si];
+    if (s.kind != Step::Kind::run) continue;
+    const Node& node = g.nodes[s.node];
+    std::vector<const ValueInfo*> infos;
+    for (auto& in : node.inputs) infos.push_back(in.empty() ? nullptr : &inferred.values.at(in));
+    pp.states[si] = backend(s.device).prepare(node, model_.opset(), infos);
+    size_t held = pp.states[si] ? pp.states[si]->bytes() : 0;
+    if (held != s.prepared_bytes)
+      fail("internal error: ", node.label(), " on ", s.device.str(), " prepared ", held,
+           " bytes of state but the plan counted ", s.prepared_bytes);
+  }
+  return pp;
+}
+
+std::vector<Executor::Lane> Executor::bind_lanes(const Plan& plan) {
+  std::vector<Lane> lanes;
+  for (auto& dp : plan.devices) {
+    Lane lane{&backend(dp.device), &arenas_[dp.device.str()]};
+    Arena& a = *lane.arena;
+    if (dp.peak_activation_bytes && (!a.buffer || a.buffer->bytes < dp.peak_activation_bytes))
+      a.buffer = lane.backend->allocate(dp.peak_activation_bytes);
+    lanes.push_back(lane);
+  }
+  return lanes;
+}
+
+const Tensor& Executor::slot_value(const PreparedPlan& prepared, int slot) const {
+  return prepared.constants[size_t(slot)].defined() ? prepared.constants[size_t(slot)] : values_[size_t(slot)];
+}
+
+Tensor Executor::allocate(const Plan& plan, int slot, DType dtype, const Shape& shape, const char* what) {
+  const Slot& s = plan.slots[size_t(slot)];
+  Lane& lane = lanes_[s.lane];
+  size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  if (s.dynamic || bytes == 0) return Tensor(dtype, shape, lane.backend->allocate(bytes), 0);
+  if (bytes > s.bytes)
+    fail("internal error: ", what, " '", s.value, "' needs ", bytes, " bytes on ", s.device.str(),
+         " but the plan reserved ", s.bytes);
+  Arena& arena = *lane.arena;
+  size_t end = s.offset + bytes;
+  if (!arena.buffer || arena.buffer->bytes < end)
+    fail("internal error: ", what, " '", s.value, "' at offset ", s.offset, " exceeds the arena of ", s.device.str());
+  size_t align = lane.backend->alignment();
+  arena.high_water = std::max(arena.high_water, (end + align - 1) / align * align);
+  return Tensor(dtype, shape, arena.buffer, s.offset);
+}
+
+namespace {
+
+void copy_through_host(Backend& from, Backend& to, const Tensor& src, Tensor& dst) {
+  if (from.host_visible()) {
+    to.copy_from_host(src, dst);
+  } else if (to.host_visible()) {
+    from.copy_to_host(src, dst);
+  } else {
+    Tensor staging(src.dtype(), src.shape());
+    from.copy_to_host(src, staging);
+    to.copy_from_host(staging, dst);
+  }
+}
+
+}  // namespace
+
+void Executor::run_copy(const Plan& plan, const PreparedPlan& prepared, const Step& s) {
+  const Tensor& src = slot_value(prepared, s.inputs[0]);
+  int dst_slot = s.outputs[0];
+  Tensor dst = allocate(plan, dst_slot, src.dtype(), src.shape(), "copy of");
+  Backend& from = *lanes_[plan.slots[size_t(s.inputs[0])].lane].backend;
+  Backend& to = *lanes_[s.lane].backend;
+  // Queued work on the source must be done before another device reads its data.
+  if (!from.host_visible()) from.synchronize();
+  bool same_kind = from.device().kind == to.device().kind;
+  if (!same_kind || !to.copy_on_device(src, dst)) copy_through_host(from, to, src, dst);
+  values_[size_t(dst_slot)] = std::move(dst);
+  transfers_executed_++;
+}
+
+void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, size_t step) {
+  const Step& s = plan.steps[step];
+  const Node& node = model_.graph.nodes[s.node];
+  Backend& b = *lanes_[s.lane].backend;
+  std::vector<const Tensor*> ins(s.inputs.size(), nullptr);
+  for (size_t i = 0; i < s.inputs.size(); i++) {
+    int k = s.inputs[i];
+    if (k < 0 || plan.slots[size_t(k)].replaced) continue;
+    ins[i] = &slot_value(prepared, k);
+    if (!ins[i]->defined() && !plan.slots[size_t(k)].constant)
+      fail("internal error: ", node.label(), ": input '", node.inputs[i], "' is not available");
+  }
+  check_on_device(node, s.device, ins);
+
+  // Shapes that depend on data: infer them from the real inputs (values read on the host).
+  std::vector<ValueInfo> dynamic_info;
+  if (s.dynamic) {
+    std::vector<ValueInfo> vi(ins.size());
+    std::vector<const ValueInfo*> vp(ins.size(), nullptr);
+    for (size_t i = 0; i < ins.size(); i++) {
+      if (!ins[i]) continue;
+      vi[i] = ValueInfo{ins[i]->dtype(), true, ins[i]->shape(), std::nullopt};
+      if (b.host_visible()) vi[i].value = *ins[i];
+      vp[i] = &vi[i];
+    }
+    dynamic_info = infer_node(node, model_.opset(), vp);
+  }
+  std::vector<Tensor*> outs(s.outputs.size(), nullptr);
+  bool kernel_needed = false;
+  for (size_t i = 0; i < s.outputs.size(); i++) {
+    int k = s.outputs[i];
+    if (k < 0) continue;
+    const Slot& slot = plan.slots[size_t(k)];
+    DType dtype = s.dynamic ? dynamic_info[i].dtype : slot.dtype;
+    const Shape& shape = s.dynamic ? dynamic_info[i].shape : slot.shape;
+    Tensor& out = values_[size_t(k)];
+    if (i == 0 && s.alias_input >= 0) {
+      out = ins[size_t(s.alias_input)]->reshaped(shape);
+      continue;
+    }
+    out = allocate(plan, k, dtype, shape, "output");
+    outs[i] = &out;
+    kernel_needed = true;
+  }
+  if (!kernel_needed) return;
+  try {
+    auto t0 = std::chrono::steady_clock::now();
+    b.execute(node, model_.opset(), prepared.states[step].get(), ins, outs);
+    if (profile_) {
+      b.synchronize();
+      OpProfile& p = (*profile_)[node.op_type];
+      p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      p.calls++;
+    }
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (msg.rfind(node.label(), 0) == 0) throw;
+    throw Error(cat(node_context(node, ins), " on ", s.device.str(), ": ", msg));
+  }
+}
+
+TensorMap Executor::collect_outputs(const Plan& plan, const PreparedPlan& prepared) const {
+  TensorMap result;
+  for (size_t i = 0; i < plan.outputs.size(); i++) {
+    const std::string& name = model_.graph.outputs[i].name;
+    const Tensor& t = slot_value(prepared, plan.outputs[i]);
+    if (!t.defined()) fail("graph output '", name, "' was not produced");
+    // Arena memory is reused by the next run: the caller gets its own copy.
+    result[name] = t.clone();
+  }
+  return result;
+}
+
+TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs) {
+  lanes_ = bind_lanes(plan);
+  values_.assign(plan.slots.size(), Tensor{});
+  for (auto& [name, slot] : plan.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail("missing input '", name, "'");
+    values_[size_t(slot)] = it->second;
+  }
+  for (size_t si = 0; si < plan.steps.size(); si++) {
+    const Step& s = plan.steps[si];
+    if (s.kind == Step::Kind::copy) run_copy(plan, prepared, s);
+    else run_node_step(plan, prepared, si);
+    for (int k : s.release) values_[size_t(k)] = Tensor{};
+  }
+  for (auto& lane : lanes_) lane.backend->synchronize();
+  TensorMap result = collect_outputs(plan, prepared);
+  values_.clear();
   return result;
 }
 

@@ -1,12 +1,13 @@
 // Executes a plan: runs each step on its device, with every intermediate value
 // at its planned offset in that device's arena, and checks that each kernel
-// receives only tensors on its own device.
+// receives only tensors on its own device. Values are the plan's integer slots.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/backend.h"
 #include "plan/plan.h"
@@ -28,13 +29,23 @@ struct OpProfile {
 };
 using Profile = std::map<std::string, OpProfile>;
 
+// What one plan needs before its first run, made once by Executor::prepare: every
+// constant on the device that reads it, and each node's prepared state.
+struct PreparedPlan {
+  std::vector<Tensor> constants;                     // per slot (undefined for non-constants)
+  std::vector<std::unique_ptr<KernelState>> states;  // per step (nullptr: none)
+};
+
 class Executor {
  public:
   Executor(const Model& model, int threads);
 
+  // Puts the plan's constants on their devices and prepares each node's state; the
+  // bytes of that state must be what the plan counted.
+  PreparedPlan prepare(const InferredGraph& inferred, const Plan& plan);
   // Runs every step of `plan` (made for these inputs' shapes); returns the graph
   // outputs as host tensors the caller owns.
-  TensorMap run(const InferredGraph& inferred, const Plan& plan, const TensorMap& inputs);
+  TensorMap run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs);
 
   Backend& backend(const Device& d);
   // Highest arena offset used on a device since the last reset (0 if none).
@@ -45,17 +56,28 @@ class Executor {
   void set_profile(Profile* profile) { profile_ = profile; }
 
  private:
-  const Tensor& constant_on(const std::string& name, const Tensor& host_value, const Device& d, bool per_run);
-  Tensor arena_tensor(const Device& d, const Allocation& a, DType dtype, const Shape& shape,
-                      const std::string& what);
+  // Per device of the plan being run: its backend and its arena.
+  struct Lane {
+    Backend* backend = nullptr;
+    Arena* arena = nullptr;
+  };
+
+  std::vector<Lane> bind_lanes(const Plan& plan);
+  const Tensor& slot_value(const PreparedPlan& prepared, int slot) const;
+  Tensor allocate(const Plan& plan, int slot, DType dtype, const Shape& shape, const char* what);
+  void run_copy(const Plan& plan, const PreparedPlan& prepared, const Step& s);
+  void run_node_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
+  TensorMap collect_outputs(const Plan& plan, const PreparedPlan& prepared) const;
 
   const Model& model_;
   int threads_;
   std::map<std::string, std::shared_ptr<Backend>> backends_;
   std::map<std::string, Arena> arenas_;
-  // Constants copied to non-host devices: device name -> value name -> tensor.
+  // Initializers copied to devices that are not the host: device -> name -> tensor (kept across plans).
   std::map<std::string, std::unordered_map<std::string, Tensor>> device_constants_;
-  std::map<std::string, std::unordered_map<std::string, Tensor>> run_constants_;
+  // The run in progress: one tensor per slot, and each plan device's lane.
+  std::vector<Tensor> values_;
+  std::vector<Lane> lanes_;
   size_t transfers_executed_ = 0;
   Profile* profile_ = nullptr;
 };

@@ -1,6 +1,7 @@
 #include "exec/session.h"
 
-#include "backends/cpu/kernel.h"
+#include <thread>
+
 #include "ops/op_schema.h"
 
 namespace vlrt {
@@ -12,26 +13,46 @@ std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inp
 }
 
 Session::Session(Model model, SessionOptions options)
-    : model_(std::move(model)),
-      options_(std::move(options)),
-      pool_(std::make_unique<ThreadPool>(options_.threads)),
-      executor_(model_, options_.threads) {
+    : model_(std::move(model)), options_(std::move(options)), executor_(model_, options_.threads) {
   int64_t opset = model_.opset();
   if (opset > kMaxOpset)
     unsupported(model_.path, ": opset ", opset, " is newer than vlrt supports (", kMinOpset, "..", kMaxOpset,
                 "); export the model with opset ", kMaxOpset, " or lower");
-  for (auto& n : model_.graph.nodes) {
-    const OpSchema* s = find_schema(n.domain, n.op_type);
-    if (s && (s->alias_input >= 0 || find_cpu_kernel(n.domain, n.op_type))) continue;
-    unsupported(model_.path, ": ", n.label(), ": operator '", n.op_type, "'",
-                n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"), " (opset ", opset,
-                ") is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
-  }
+  check_supported();
   try {
-    fold_constants(model_, *pool_);
+    fold_constants(model_, host());
   } catch (const Error& e) {
     throw Error(cat(model_.path, ": ", e.what()));
   }
+}
+
+void Session::check_supported() {
+  std::vector<Device> devices = options_.plan.devices;
+  devices.push_back(Device{});
+  int64_t opset = model_.opset();
+  for (auto& n : model_.graph.nodes) {
+    auto op = [&] {
+      return cat(n.label(), ": operator '", n.op_type, "'", n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"),
+                 " (opset ", opset, ")");
+    };
+    if (!find_schema(n.domain, n.op_type))
+      unsupported(model_.path, ": ", op(), " is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
+    std::string reasons;
+    bool runs = false;
+    for (auto& d : devices) {
+      std::string why;
+      if (executor_.backend(d).supports(n, {}, &why)) {
+        runs = true;
+        break;
+      }
+      reasons += cat(reasons.empty() ? "" : "; ", d.str(), ": ", why);
+    }
+    if (!runs) unsupported(model_.path, ": ", op(), " runs on none of the devices (", reasons, ")");
+  }
+}
+
+int Session::threads() const {
+  return options_.threads > 0 ? options_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 void Session::check_inputs(const TensorMap& inputs) const { check_input_shapes(signature_of(inputs)); }
@@ -87,11 +108,17 @@ Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType,
     in[name] = v;
   }
   Prepared p;
-  p.inferred = infer_shapes(model_, in, *pool_);
-  SupportsFn supports = [this](const Device& d, const Node& n, const std::vector<DType>& dt, std::string* why) {
+  p.inferred = infer_shapes(model_, in, host());
+  PlanHooks hooks;
+  hooks.supports = [this](const Device& d, const Node& n, const std::vector<DType>& dt, std::string* why) {
     return executor_.backend(d).supports(n, dt, why);
   };
-  p.plan = std::make_unique<Plan>(make_plan(model_, p.inferred, options_.plan, supports));
+  int64_t opset = model_.opset();
+  hooks.prepare_info = [this, opset](const Device& d, const Node& n, const std::vector<const ValueInfo*>& in) {
+    return executor_.backend(d).prepare_info(n, opset, in);
+  };
+  hooks.alignment = [this](const Device& d) { return executor_.backend(d).alignment(); };
+  p.plan = std::make_unique<Plan>(make_plan(model_, p.inferred, options_.plan, hooks));
   if (prepared_.size() >= 64) prepared_.clear();  // bound the cache for ever-changing shapes
   return prepared_[key] = std::move(p);
 }
@@ -107,7 +134,11 @@ const Plan& Session::plan(const std::map<std::string, std::pair<DType, Shape>>& 
 TensorMap Session::run(const TensorMap& inputs) {
   check_inputs(inputs);
   Prepared& p = prepare(signature_of(inputs));
-  return executor_.run(p.inferred, *p.plan, inputs);
+  if (!p.state_made) {
+    p.state = executor_.prepare(p.inferred, *p.plan);
+    p.state_made = true;
+  }
+  return executor_.run(*p.plan, p.state, inputs);
 }
 
 std::string Session::batch_symbol() const {

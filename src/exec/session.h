@@ -28,7 +28,8 @@ class Session {
   Session(Model model, SessionOptions options = {});
 
   const Model& model() const { return model_; }
-  ThreadPool& pool() { return *pool_; }
+  // Host threads the CPU backend uses.
+  int threads() const;
   Executor& executor() { return executor_; }
 
   // Checks names, dtypes, ranks and fixed/symbolic dimensions of the inputs
@@ -54,12 +55,16 @@ class Session {
   struct Prepared {
     InferredGraph inferred;
     std::unique_ptr<Plan> plan;
+    PreparedPlan state;  // made at the first run of the plan
+    bool state_made = false;
   };
   Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+  // Fails naming the node when no listed device (nor the host, for folding) runs its op.
+  void check_supported();
+  Backend& host() { return executor_.backend(Device{}); }
 
   Model model_;
   SessionOptions options_;
-  std::unique_ptr<ThreadPool> pool_;
   Executor executor_;
   std::map<std::string, Prepared> prepared_;  // by input signature
 };

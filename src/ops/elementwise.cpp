@@ -215,6 +215,12 @@ void register_elementwise_schemas(SchemaTable& t) {
   t["Where"] = {infer_where, 3, 3};
   t["Cast"] = {infer_cast};
   t["CastLike"] = {infer_cast_like, 2, 2};
+
+  // Kernels that read each element only at its own index may write over a dying input.
+  for (const char* op : {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor",
+                         "Ceil", "HardSwish", "HardSigmoid", "LeakyRelu", "Gelu", "Softplus", "Add", "Sub", "Mul",
+                         "Div"})
+    t[op].in_place = true;
 }
 
 }  // namespace vlrt

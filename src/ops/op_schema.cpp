@@ -60,4 +60,40 @@ const OpSchema* find_schema(const std::string& domain, const std::string& op_typ
   return it == t.end() ? nullptr : &it->second;
 }
 
+std::string node_context(const Node& node, const std::vector<const Tensor*>& inputs) {
+  std::string s = node.label();
+  if (!inputs.empty()) {
+    s += " with inputs ";
+    for (size_t i = 0; i < inputs.size(); i++) {
+      if (i) s += ", ";
+      s += (i < node.inputs.size() && !node.inputs[i].empty()) ? node.inputs[i] : std::string("<none>");
+      if (inputs[i]) s += ": " + inputs[i]->describe();
+    }
+  }
+  return s;
+}
+
+std::vector<ValueInfo> infer_node(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
+  const OpSchema* schema = find_schema(node.domain, node.op_type);
+  if (!schema)
+    unsupported(node.label(), ": operator '", node.op_type, "'",
+                node.domain.empty() ? "" : cat(" of domain '", node.domain, "'"), " (opset ", opset,
+                ") is not implemented by vlrt");
+  int given = int(inputs.size());
+  if (given < schema->min_inputs || (schema->max_inputs >= 0 && given > schema->max_inputs))
+    fail(node.label(), ": has ", given, " inputs, the op takes ", schema->min_inputs, " to ",
+         schema->max_inputs < 0 ? std::string("any number") : std::to_string(schema->max_inputs));
+  InferContext ctx(node, opset, inputs);
+  try {
+    schema->infer(ctx);
+  } catch (const ShapeDeferred&) {
+    throw;
+  } catch (const Unsupported& e) {
+    throw Unsupported(cat(node.label(), ": ", e.what()));
+  } catch (const Error& e) {
+    throw Error(cat(node.label(), ": ", e.what()));
+  }
+  return std::move(ctx.outputs);
+}
+
 }  // namespace vlrt

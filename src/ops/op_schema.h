@@ -67,6 +67,12 @@ struct OpSchema {
   // >= 0: output 0 is a view of this input's memory (Reshape, Squeeze, Identity ...);
   // the executor aliases instead of running a kernel.
   int alias_input = -1;
+  // The kernel reads each input element only at its own output index, so output 0 may
+  // take over the memory of a same-sized input that dies at this node.
+  bool in_place = false;
+  // Output shapes depend on input data, not only on input shapes (NonZero, Unique ...):
+  // known only when the node has run.
+  bool data_dependent_shape = false;
 };
 
 using SchemaTable = std::map<std::string, OpSchema>;
@@ -75,6 +81,13 @@ using SchemaTable = std::map<std::string, OpSchema>;
 const SchemaTable& op_schemas();
 // nullptr when unknown.
 const OpSchema* find_schema(const std::string& domain, const std::string& op_type);
+
+// Infers the outputs of one node from what is known of its inputs. Errors are
+// prefixed with the node's label; ShapeDeferred propagates.
+std::vector<ValueInfo> infer_node(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
+
+// "node 'x' (Add) with inputs a: float32[2,3], b: float32[4]"
+std::string node_context(const Node& node, const std::vector<const Tensor*>& inputs);
 
 // Family registration, one per file of src/ops/.
 void register_elementwise_schemas(SchemaTable& t);

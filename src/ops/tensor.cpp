@@ -621,6 +621,7 @@ void register_tensor_schemas(SchemaTable& t) {
   t["Compress"] = {infer_compress, 2, 2};
   t["ReverseSequence"] = {infer_reverse_sequence, 2, 2};
   t["Unique"] = {infer_unique, 1, 1};
+  for (const char* op : {"NonZero", "Compress", "Unique"}) t[op].data_dependent_shape = true;
 }
 
 }  // namespace vlrt

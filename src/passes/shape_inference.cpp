@@ -2,7 +2,6 @@
 
 #include <unordered_set>
 
-#include "exec/run_node.h"
 
 namespace vlrt {
 
@@ -17,16 +16,12 @@ ValueInfo known_value(const Tensor& t) {
   return v;
 }
 
-// Whether run_node_cpu can compute the node: a CPU kernel, or a view (Reshape, Unsqueeze ...).
-bool computable_on_cpu(const Node& node) {
-  const OpSchema* s = find_schema(node.domain, node.op_type);
-  return find_cpu_kernel(node.domain, node.op_type) != nullptr || (s && s->alias_input >= 0);
-}
+bool computable(Backend& host, const Node& node) { return host.supports(node, {}, nullptr); }
 
 }  // namespace
 
 InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::string, ValueInfo>& inputs,
-                           ThreadPool& pool) {
+                           Backend& host) {
   const Graph& g = model.graph;
   InferredGraph out;
   out.folded.assign(g.nodes.size(), false);
@@ -62,9 +57,9 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
       shapes_known = shapes_known && v.shape_known;
       if (v.shape_known) out_elems += shape_numel(v.shape);
     }
-    bool fold = all_known && computable_on_cpu(node) && (!shapes_known || out_elems <= kFoldLimit);
+    bool fold = all_known && computable(host, node) && (!shapes_known || out_elems <= kFoldLimit);
     if (fold) {
-      std::vector<Tensor> results = run_node_cpu(node, opset, in_values, pool);
+      std::vector<Tensor> results = run_node(host, node, opset, in_values);
       for (size_t i = 0; i < results.size(); i++)
         if (!node.outputs[i].empty()) infos[i] = known_value(results[i]);
       out.folded[ni] = true;
@@ -80,14 +75,14 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
   return out;
 }
 
-size_t fold_constants(Model& model, ThreadPool& pool) {
+size_t fold_constants(Model& model, Backend& host) {
   Graph& g = model.graph;
   std::unordered_set<std::string> constant;
   for (auto& [name, t] : g.initializers) constant.insert(name);
   std::vector<Node> kept;
   size_t removed = 0;
   for (auto& node : g.nodes) {
-    bool all_const = computable_on_cpu(node);
+    bool all_const = computable(host, node);
     for (auto& in : node.inputs) all_const = all_const && (in.empty() || constant.count(in));
     if (!all_const) {
       kept.push_back(std::move(node));
@@ -95,7 +90,7 @@ size_t fold_constants(Model& model, ThreadPool& pool) {
     }
     std::vector<const Tensor*> ins;
     for (auto& in : node.inputs) ins.push_back(in.empty() ? nullptr : &g.initializers.at(in));
-    std::vector<Tensor> outs = run_node_cpu(node, model.opset(), ins, pool);
+    std::vector<Tensor> outs = run_node(host, node, model.opset(), ins);
     for (size_t i = 0; i < outs.size(); i++) {
       if (node.outputs[i].empty()) continue;
       g.initializers[node.outputs[i]] = outs[i];

@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/thread_pool.h"
+#include "backends/backend.h"
 #include "graph/graph.h"
 #include "ops/op_schema.h"
 
@@ -23,13 +23,14 @@ struct InferredGraph {
 // larger ones only when they depend on initializers alone.
 inline constexpr int64_t kFoldLimit = 1 << 16;
 
-// `inputs` gives dtype and shape (and possibly a value) per graph input.
+// `inputs` gives dtype and shape (and possibly a value) per graph input. Values are
+// folded by `host` (a backend whose memory the host reads: the CPU).
 // Errors name the node, the op and the input shapes.
 InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::string, ValueInfo>& inputs,
-                           ThreadPool& pool);
+                           Backend& host);
 
 // Replaces every node whose outputs depend only on initializers by initializers
-// holding its outputs. Returns the number of nodes removed.
-size_t fold_constants(Model& model, ThreadPool& pool);
+// holding its outputs, computed by `host`. Returns the number of nodes removed.
+size_t fold_constants(Model& model, Backend& host);
 
 }  // namespace vlrt

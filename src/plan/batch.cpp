@@ -13,7 +13,7 @@ BatchSizing size_batches(const PlanForBatch& plan_for, const BudgetFn& budget, i
       Plan plan = plan_for(b);
       p.fits = true;
       for (auto& dp : plan.devices) {
-        size_t used = dp.weight_bytes + dp.peak_activation_bytes;
+        size_t used = dp.total_bytes();
         p.bytes = std::max(p.bytes, used);
         size_t limit_bytes = dp.cap ? dp.cap : budget(dp.device);
         if (limit_bytes && used > limit_bytes) p.fits = false;

@@ -14,7 +14,7 @@ namespace vlrt {
 
 struct BatchPoint {
   int64_t batch = 0;
-  size_t bytes = 0;  // weights + activation peak on the most loaded device
+  size_t bytes = 0;  // weights + activation peak + prepared state on the most loaded device
   bool fits = false;
 };
 

@@ -1,8 +1,6 @@
 #include "plan/plan.h"
 
 #include <algorithm>
-#include <set>
-#include <unordered_set>
 
 #include "ops/op_schema.h"
 
@@ -10,80 +8,96 @@ namespace vlrt {
 
 namespace {
 
-constexpr size_t kAlign = 64;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 const Device kHost{};
 
-// Ops whose kernels read each input element only at its own output index, so the
-// output may take over the memory of a same-shaped input that dies at this node.
-const std::unordered_set<std::string> kInPlaceOps = {
-    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Neg", "Abs", "Erf", "Reciprocal", "Floor", "Ceil",
-    "HardSwish", "HardSigmoid", "LeakyRelu", "Gelu", "Softplus", "Add", "Sub", "Mul", "Div"};
-
 struct Lifetime {
-  std::string key;
-  Device device;
+  int slot = -1;
   size_t bytes = 0;
   size_t first = 0, last = 0;  // step indices, inclusive
 };
 
 class Builder {
  public:
-  Builder(const Model& m, const InferredGraph& inf, const PlanOptions& opt)
-      : model_(m), inferred_(inf), options_(opt) {}
+  Builder(const Model& m, const InferredGraph& inf, const PlanOptions& opt, const PlanHooks& hooks)
+      : model_(m), inferred_(inf), options_(opt), hooks_(hooks) {}
 
-  // Builds steps, transfers and arenas for a given node placement.
+  // Builds steps, slots, transfers and arenas for a given node placement.
   Plan build(const std::vector<Device>& placement) {
     Plan p;
     p.node_device = placement;
+    add_lanes(p, placement);
     const Graph& g = model_.graph;
-    std::unordered_map<std::string, Device> home;
-    for (auto& in : g.inputs) home[in.name] = kHost;
-    std::unordered_set<std::string> available;  // value@device present
-    for (auto& in : g.inputs) available.insert(value_key(in.name, kHost));
-    std::map<std::string, std::set<std::string>> weights;
-
-    auto need = [&](const std::string& v, const Device& d) {
-      if (is_constant(v)) {
-        weights[d.str()].insert(v);
-        return;
+    std::map<std::pair<std::string, int>, int> slot_of;  // (value, lane) -> slot, while building
+    std::map<std::string, size_t> home;                  // value -> lane that produced it
+    auto add_slot = [&](const std::string& v, size_t lane) {
+      Slot s;
+      s.value = v;
+      s.lane = lane;
+      s.device = p.devices[lane].device;
+      s.constant = is_constant(v);
+      auto it = inferred_.values.find(v);
+      if (it != inferred_.values.end()) {
+        s.dtype = it->second.dtype;
+        s.dynamic = !it->second.shape_known;
+        if (!s.dynamic) s.shape = it->second.shape;
       }
-      std::string key = value_key(v, d);
-      if (available.count(key)) return;
+      s.bytes = s.dynamic ? 0 : size_t(shape_numel(s.shape)) * dtype_size(s.dtype);
+      p.slots.push_back(s);
+      return slot_of[{v, int(lane)}] = int(p.slots.size() - 1);
+    };
+    for (auto& in : g.inputs) {
+      int s = add_slot(in.name, host_lane_);
+      p.slots[size_t(s)].input = true;
+      p.inputs.push_back({in.name, s});
+      home[in.name] = host_lane_;
+    }
+    auto need = [&](const std::string& v, size_t lane) {
+      auto found = slot_of.find({v, int(lane)});
+      if (found != slot_of.end()) return found->second;
+      if (is_constant(v)) return add_slot(v, lane);
       auto it = home.find(v);
       if (it == home.end()) fail("value '", v, "' is used before it is produced");
       Step s;
       s.kind = Step::Kind::copy;
-      s.value = v;
-      s.from = it->second;
-      s.device = d;
+      s.from = p.devices[it->second].device;
+      s.inputs = {slot_of.at({v, int(it->second)})};
+      s.device = p.devices[lane].device;
+      s.lane = lane;
+      int dst = add_slot(v, lane);
+      s.outputs = {dst};
       p.steps.push_back(s);
-      p.transfers.push_back({v, it->second, d, value_bytes(v)});
-      available.insert(key);
+      p.transfers.push_back({v, s.from, s.device, p.slots[size_t(dst)].bytes});
+      return dst;
     };
 
     for (size_t i = 0; i < g.nodes.size(); i++) {
       if (inferred_.folded[i]) continue;
       const Node& n = g.nodes[i];
-      const Device& d = placement[i];
-      for (auto& in : n.inputs)
-        if (!in.empty()) need(in, d);
       Step s;
-      s.kind = Step::Kind::run;
       s.node = i;
-      s.device = d;
-      p.steps.push_back(s);
+      s.device = placement[i];
+      s.lane = lane_of(p, placement[i]);
+      for (auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : need(in, s.lane));
+      const OpSchema* schema = find_schema(n.domain, n.op_type);
+      s.alias_input = schema ? schema->alias_input : -1;
+      s.dynamic = schema && schema->data_dependent_shape;
       for (auto& out : n.outputs) {
-        if (out.empty()) continue;
-        home[out] = d;
-        available.insert(value_key(out, d));
+        if (out.empty()) {
+          s.outputs.push_back(-1);
+          continue;
+        }
+        int o = add_slot(out, s.lane);
+        s.dynamic = s.dynamic || p.slots[size_t(o)].dynamic;
+        s.outputs.push_back(o);
+        home[out] = s.lane;
       }
+      p.steps.push_back(std::move(s));
     }
-    for (auto& out : g.outputs)
-      if (!is_constant(out.name)) need(out.name, kHost);
+    for (auto& out : g.outputs) p.outputs.push_back(need(out.name, host_lane_));
 
-    for (auto& [dev, names] : weights) p.weights[dev] = std::vector<std::string>(names.begin(), names.end());
+    mark_prepared_state(p);
     plan_memory(p);
     summarize(p);
     return p;
@@ -95,192 +109,204 @@ class Builder {
     return it != inferred_.values.end() && it->second.value.has_value();
   }
 
-  size_t value_bytes(const std::string& v) const {
-    auto it = inferred_.values.find(v);
-    if (it == inferred_.values.end() || !it->second.shape_known) return 0;
-    return size_t(shape_numel(it->second.shape)) * dtype_size(it->second.dtype);
-  }
-
   bool shape_known(const std::string& v) const {
     auto it = inferred_.values.find(v);
     return it != inferred_.values.end() && it->second.shape_known;
   }
 
  private:
+  // Plan::devices: the listed devices in order, then the host where it is not listed
+  // (graph inputs and outputs live there).
+  void add_lanes(Plan& p, const std::vector<Device>& placement) {
+    auto add = [&](const Device& d) {
+      for (auto& dp : p.devices)
+        if (dp.device == d) return;
+      DevicePlan dp;
+      dp.device = d;
+      p.devices.push_back(dp);
+    };
+    for (auto& d : options_.devices) add(d);
+    add(kHost);
+    for (size_t i = 0; i < placement.size(); i++)
+      if (!inferred_.folded[i]) add(placement[i]);
+    host_lane_ = lane_of(p, kHost);
+  }
+
+  static size_t lane_of(const Plan& p, const Device& d) {
+    for (size_t i = 0; i < p.devices.size(); i++)
+      if (p.devices[i].device == d) return i;
+    fail("internal error: device ", d.str(), " has no lane in the plan");
+  }
+
+  size_t alignment(const Device& d) const { return hooks_.alignment ? hooks_.alignment(d) : 64; }
+
+  // Each run step's prepared-state bytes; a constant whose every reader on its device
+  // holds it in prepared state is `replaced` (never copied there).
+  void mark_prepared_state(Plan& p) {
+    if (!hooks_.prepare_info) return;
+    const Graph& g = model_.graph;
+    std::vector<int> readers(p.slots.size(), 0), replacing(p.slots.size(), 0);
+    for (auto& s : p.steps) {
+      if (s.kind != Step::Kind::run) continue;
+      const Node& n = g.nodes[s.node];
+      std::vector<const ValueInfo*> infos;
+      for (auto& in : n.inputs) {
+        auto it = in.empty() ? inferred_.values.end() : inferred_.values.find(in);
+        infos.push_back(it == inferred_.values.end() ? nullptr : &it->second);
+      }
+      PrepareInfo info = hooks_.prepare_info(s.device, n, infos);
+      s.prepared_bytes = info.bytes;
+      for (int in : s.inputs)
+        if (in >= 0) readers[size_t(in)]++;
+      for (size_t k : info.replaced_inputs) {
+        VLRT_CHECK(k < s.inputs.size() && s.inputs[k] >= 0 && p.slots[size_t(s.inputs[k])].constant,
+                   n.label(), ": the backend of ", s.device.str(), " replaces input ", k,
+                   ", which is not a constant");
+        replacing[size_t(s.inputs[k])]++;
+      }
+    }
+    for (int o : p.outputs) readers[size_t(o)]++;  // a graph output is read by the caller
+    for (size_t i = 0; i < p.slots.size(); i++)
+      p.slots[i].replaced = p.slots[i].constant && readers[i] > 0 && replacing[i] == readers[i];
+  }
+
   void plan_memory(Plan& p) {
     const Graph& g = model_.graph;
-    std::unordered_set<std::string> graph_outputs;
-    for (auto& o : g.outputs) graph_outputs.insert(value_key(o.name, kHost));
-    std::unordered_set<std::string> graph_inputs;
-    for (auto& in : g.inputs) graph_inputs.insert(value_key(in.name, kHost));
-
-    // Every value a step produces, and the step that reads it last.
-    std::unordered_map<std::string, size_t> first, last;
-    std::unordered_map<std::string, std::string> root;  // alias / in-place -> owner of the memory
-    std::unordered_set<std::string> shared;              // values that some view points into
-    std::vector<std::string> order;
-    auto find_root = [&](std::string k) {
-      while (root.count(k)) k = root[k];
+    size_t n_slots = p.slots.size(), end = p.steps.size();
+    std::vector<size_t> first(n_slots, 0), last(n_slots, 0);
+    std::vector<bool> produced(n_slots, false), output(n_slots, false), shared(n_slots, false);
+    std::vector<int> root(n_slots, -1);  // alias / in-place -> the slot owning the memory
+    for (int o : p.outputs) output[size_t(o)] = true;
+    auto find_root = [&](int k) {
+      while (root[size_t(k)] >= 0) k = root[size_t(k)];
       return k;
     };
-    p.release_after.assign(p.steps.size(), {});
+    // The last step reading each slot, first: a value may be taken over in place only by its last reader.
+    std::vector<size_t> last_read(n_slots, 0);
+    for (size_t si = 0; si < p.steps.size(); si++)
+      for (int in : p.steps[si].inputs)
+        if (in >= 0) last_read[size_t(in)] = si;
+
     for (size_t si = 0; si < p.steps.size(); si++) {
-      const Step& s = p.steps[si];
-      if (s.kind == Step::Kind::copy) {
-        last[value_key(s.value, s.from)] = si;
-        std::string k = value_key(s.value, s.device);
-        first[k] = si;
-        last[k] = si;
-        order.push_back(k);
-        p.allocations[k].device = s.device;
-        p.allocations[k].bytes = value_bytes(s.value);
-        p.allocations[k].dynamic = !shape_known(s.value);
-        continue;
+      Step& s = p.steps[si];
+      for (int in : s.inputs)
+        if (in >= 0 && !p.slots[size_t(in)].constant) last[size_t(in)] = si;
+      for (int o : s.outputs) {
+        if (o < 0) continue;
+        first[size_t(o)] = last[size_t(o)] = si;
+        produced[size_t(o)] = true;
       }
-      const Node& n = g.nodes[s.node];
-      for (auto& in : n.inputs)
-        if (!in.empty() && !is_constant(in)) last[value_key(in, s.device)] = si;
-      const OpSchema* schema = find_schema(n.domain, n.op_type);
-      for (size_t oi = 0; oi < n.outputs.size(); oi++) {
-        const std::string& out = n.outputs[oi];
-        if (out.empty()) continue;
-        std::string k = value_key(out, s.device);
-        first[k] = si;
-        last[k] = si;
-        Allocation& a = p.allocations[k];
-        a.device = s.device;
-        a.bytes = value_bytes(out);
-        a.dynamic = !shape_known(out);
-        order.push_back(k);
-        if (oi == 0 && schema && schema->alias_input >= 0 && !n.inputs[schema->alias_input].empty()) {
-          const std::string& src = n.inputs[schema->alias_input];
-          a.alias_of = is_constant(src) ? src : value_key(src, s.device);
-          if (!is_constant(src)) {
-            root[k] = a.alias_of;
-            shared.insert(a.alias_of);
-          }
+      if (s.kind == Step::Kind::copy) continue;
+      // A view: output 0 is the memory of its input.
+      if (s.alias_input >= 0 && s.outputs[0] >= 0 && s.inputs[size_t(s.alias_input)] >= 0) {
+        int src = s.inputs[size_t(s.alias_input)];
+        p.slots[size_t(s.outputs[0])].alias_of = src;
+        if (!p.slots[size_t(src)].constant) {
+          root[size_t(s.outputs[0])] = src;
+          shared[size_t(src)] = true;
         }
       }
       // In place: the output takes over a same-sized input whose last reader is this node.
-      if (kInPlaceOps.count(n.op_type) && !n.outputs.empty() && !n.outputs[0].empty()) {
-        std::string out = value_key(n.outputs[0], s.device);
-        Allocation& a = p.allocations[out];
-        for (auto& in : n.inputs) {
-          if (in.empty() || is_constant(in) || a.dynamic || !a.alias_of.empty()) continue;
-          std::string ik = value_key(in, s.device);
-          // Only a value that owns its memory alone: a view of it may still be read later.
-          if (root.count(ik) || shared.count(ik) || graph_outputs.count(ik) || !p.allocations.count(ik)) continue;
-          if (p.allocations[ik].bytes != a.bytes || p.allocations[ik].dynamic) continue;
-          if (will_be_read_later(p, si, in, s.device)) continue;
-          root[out] = ik;
-          a.alias_of = ik;
-          break;
-        }
+      const Node& n = g.nodes[s.node];
+      const OpSchema* schema = find_schema(n.domain, n.op_type);
+      if (!schema || !schema->in_place || s.outputs.empty() || s.outputs[0] < 0) continue;
+      Slot& out = p.slots[size_t(s.outputs[0])];
+      if (out.dynamic || out.alias_of >= 0) continue;
+      for (int in : s.inputs) {
+        if (in < 0) continue;
+        const Slot& is = p.slots[size_t(in)];
+        // Only a value that owns its memory alone: a view of it may still be read later.
+        if (is.constant || is.input || is.dynamic || root[size_t(in)] >= 0 || shared[size_t(in)] ||
+            output[size_t(in)] || is.bytes != out.bytes || last_read[size_t(in)] != si)
+          continue;
+        root[size_t(s.outputs[0])] = in;
+        out.alias_of = in;
+        break;
       }
     }
     // Graph outputs stay alive to the end (they are copied out after the run).
-    for (auto& k : graph_outputs)
-      if (last.count(k)) last[k] = p.steps.size();
+    for (int o : p.outputs)
+      if (produced[size_t(o)] || p.slots[size_t(o)].input) last[size_t(o)] = end;
 
     // Lifetimes of memory owners: a view or in-place output extends its owner's life.
-    std::unordered_map<std::string, Lifetime> owners;
-    for (auto& k : order) {
-      std::string r = find_root(k);
-      if (!p.allocations.count(r) || graph_inputs.count(r)) continue;
-      auto& lt = owners[r];
-      if (lt.key.empty()) {
-        lt.key = r;
-        lt.device = p.allocations[r].device;
-        lt.bytes = p.allocations[r].bytes;
-        lt.first = first[r];
-        lt.last = last[r];
-      }
+    std::map<int, Lifetime> owners;
+    for (size_t k = 0; k < n_slots; k++) {
+      if (!produced[k]) continue;
+      int r = find_root(int(k));
+      if (!produced[size_t(r)]) continue;
+      Lifetime& lt = owners[r];
+      if (lt.slot < 0) lt = Lifetime{r, p.slots[size_t(r)].bytes, first[size_t(r)], last[size_t(r)]};
       lt.last = std::max(lt.last, last[k]);
     }
-    for (auto& [k, si] : last)
-      if (si < p.steps.size() && !graph_outputs.count(k)) p.release_after[si].push_back(k);
+    for (size_t k = 0; k < n_slots; k++)
+      if ((produced[k] || p.slots[k].input) && last[k] < end && !p.slots[k].constant)
+        p.steps[last[k]].release.push_back(int(k));
 
     // Greedy by size: the biggest values first, each at the lowest offset free during its life.
-    std::map<std::string, std::vector<Lifetime*>> by_device;
-    for (auto& [k, lt] : owners)
-      if (!p.allocations[k].dynamic && p.allocations[k].alias_of.empty()) by_device[lt.device.str()].push_back(&lt);
-    for (auto& [dev, lts] : by_device) {
-      std::sort(lts.begin(), lts.end(), [](const Lifetime* a, const Lifetime* b) {
-        return a->bytes != b->bytes ? a->bytes > b->bytes : a->key < b->key;
+    std::map<size_t, std::vector<Lifetime*>> by_lane;
+    for (auto& [k, lt] : owners) {
+      const Slot& s = p.slots[size_t(k)];
+      if (!s.dynamic && s.alias_of < 0) by_lane[s.lane].push_back(&lt);
+    }
+    for (auto& [lane, lts] : by_lane) {
+      size_t align = alignment(p.devices[lane].device);
+      std::sort(lts.begin(), lts.end(), [&](const Lifetime* a, const Lifetime* b) {
+        return a->bytes != b->bytes ? a->bytes > b->bytes : p.slots[size_t(a->slot)].value < p.slots[size_t(b->slot)].value;
       });
       std::vector<const Lifetime*> placed;
       for (Lifetime* lt : lts) {
         std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping lifetimes
         for (const Lifetime* o : placed) {
           if (o->last < lt->first || lt->last < o->first) continue;
-          const Allocation& oa = p.allocations[o->key];
-          busy.push_back({oa.offset, oa.offset + align_up(oa.bytes)});
+          const Slot& os = p.slots[size_t(o->slot)];
+          busy.push_back({os.offset, os.offset + align_up(os.bytes, align)});
         }
         std::sort(busy.begin(), busy.end());
-        size_t offset = 0, need = align_up(lt->bytes);
+        size_t offset = 0, need = align_up(lt->bytes, align);
         for (auto& [b, e] : busy) {
           if (offset + need <= b) break;
           offset = std::max(offset, e);
         }
-        p.allocations[lt->key].offset = offset;
+        p.slots[size_t(lt->slot)].offset = offset;
         placed.push_back(lt);
       }
     }
     // Views and in-place outputs sit at their owner's offset.
-    for (auto& k : order) {
-      Allocation& a = p.allocations[k];
-      if (a.alias_of.empty() || is_constant(a.alias_of)) continue;
-      a.offset = p.allocations[find_root(k)].offset;
-    }
-  }
-
-  bool will_be_read_later(const Plan& p, size_t si, const std::string& v, const Device& d) const {
-    for (size_t j = si + 1; j < p.steps.size(); j++) {
-      const Step& s = p.steps[j];
-      if (s.kind == Step::Kind::copy) {
-        if (s.value == v && s.from == d) return true;
-        continue;
-      }
-      if (!(s.device == d)) continue;
-      for (auto& in : model_.graph.nodes[s.node].inputs)
-        if (in == v) return true;
-    }
-    for (auto& o : model_.graph.outputs)
-      if (o.name == v) return true;
-    return false;
+    for (size_t k = 0; k < n_slots; k++)
+      if (root[k] >= 0) p.slots[k].offset = p.slots[size_t(find_root(int(k)))].offset;
   }
 
   void summarize(Plan& p) {
-    std::vector<Device> devs = options_.devices;
-    auto add_dev = [&](const Device& d) {
-      if (std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
-    };
-    for (auto& s : p.steps) add_dev(s.device);
-    for (auto& d : devs) {
-      DevicePlan dp;
-      dp.device = d;
-      auto cap = options_.memory_caps.find(d.str());
+    const Graph& g = model_.graph;
+    for (auto& dp : p.devices) {
+      auto cap = options_.memory_caps.find(dp.device.str());
       dp.cap = cap == options_.memory_caps.end() ? 0 : cap->second;
-      for (auto& s : p.steps) {
-        if (s.kind != Step::Kind::run || !(s.device == d)) continue;
-        dp.nodes++;
-        dp.ops[model_.graph.nodes[s.node].op_type]++;
+    }
+    for (auto& s : p.steps) {
+      if (s.kind != Step::Kind::run) continue;
+      DevicePlan& dp = p.devices[s.lane];
+      dp.nodes++;
+      dp.ops[g.nodes[s.node].op_type]++;
+      dp.prepared_bytes += s.prepared_bytes;
+    }
+    for (auto& s : p.slots) {
+      DevicePlan& dp = p.devices[s.lane];
+      size_t align = alignment(dp.device);
+      if (s.constant) {
+        if (!s.replaced) dp.weight_bytes += align_up(s.bytes, align);
+      } else if (s.dynamic) {
+        dp.dynamic_values++;
+      } else if (s.alias_of < 0 && !s.input) {
+        dp.peak_activation_bytes = std::max(dp.peak_activation_bytes, s.offset + align_up(s.bytes, align));
       }
-      auto w = p.weights.find(d.str());
-      if (w != p.weights.end())
-        for (auto& v : w->second) dp.weight_bytes += align_up(value_bytes(v));
-      for (auto& [k, a] : p.allocations) {
-        if (!(a.device == d)) continue;
-        if (a.dynamic) dp.dynamic_values++;
-        else if (a.alias_of.empty()) dp.peak_activation_bytes = std::max(dp.peak_activation_bytes, a.offset + align_up(a.bytes));
-      }
-      p.devices.push_back(dp);
     }
   }
 
   const Model& model_;
   const InferredGraph& inferred_;
   const PlanOptions& options_;
+  const PlanHooks& hooks_;
+  size_t host_lane_ = 0;
 };
 
 }  // namespace
@@ -291,8 +317,14 @@ const DevicePlan& Plan::device_plan(const Device& d) const {
   fail("device ", d.str(), " is not part of this plan");
 }
 
+int Plan::slot(const std::string& value, const Device& d) const {
+  for (size_t i = 0; i < slots.size(); i++)
+    if (slots[i].value == value && slots[i].device == d) return int(i);
+  return -1;
+}
+
 Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOptions& options,
-               const SupportsFn& supports) {
+               const PlanHooks& hooks) {
   VLRT_CHECK(!options.devices.empty(), "no devices to plan for");
   for (auto& [name, cap] : options.memory_caps) {
     bool listed = false;
@@ -300,12 +332,12 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
     if (!listed) fail("--memory names device '", name, "' which is not in the device list");
   }
   const Graph& g = model.graph;
-  Builder b(model, inferred, options);
+  Builder b(model, inferred, options, hooks);
   size_t n = g.nodes.size();
 
   // For each node, the devices (in preference order) that can run it, and why the others cannot.
   std::vector<std::vector<size_t>> able(n);
-  std::vector<std::string> first_reason(n);
+  std::vector<std::string> first_reason(n), all_reasons(n);
   for (size_t i = 0; i < n; i++) {
     if (inferred.folded[i]) continue;
     const Node& node = g.nodes[i];
@@ -318,20 +350,24 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
     }
     for (auto& out : node.outputs)
       if (!out.empty() && !b.shape_known(out)) dynamic = true;
+    const OpSchema* schema = find_schema(node.domain, node.op_type);
+    dynamic = dynamic || (schema && schema->data_dependent_shape);
     for (size_t d = 0; d < options.devices.size(); d++) {
       const Device& dev = options.devices[d];
       std::string why;
       // Values whose shape depends on data are computed where the host can read them.
       if (dynamic && !(dev == kHost)) why = "its output shape depends on data, so it runs on the host";
-      else if (supports(dev, node, dtypes, &why)) {
+      else if (hooks.supports(dev, node, dtypes, &why)) {
         able[i].push_back(d);
         continue;
       }
       if (first_reason[i].empty()) first_reason[i] = why;
+      all_reasons[i] += cat(all_reasons[i].empty() ? "" : "; ", dev.str(), ": ", why);
     }
     if (able[i].empty() && dynamic) able[i].push_back(size_t(-1));  // the host, even if not listed
     if (able[i].empty())
-      unsupported(node.label(), ": no listed device can run it (", first_reason[i], ")");
+      unsupported(node.label(), ": no listed device can run it (", all_reasons[i],
+                  "); add a device that can to --devices, e.g. cpu");
   }
   auto device_at = [&](size_t idx) { return idx == size_t(-1) ? kHost : options.devices[idx]; };
 
@@ -353,7 +389,7 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
   };
   auto fits = [&](const Plan& p, size_t d) {
     const DevicePlan& dp = p.device_plan(options.devices[d]);
-    return dp.cap == 0 || dp.weight_bytes + dp.peak_activation_bytes <= dp.cap;
+    return dp.cap == 0 || dp.total_bytes() <= dp.cap;
   };
 
   std::vector<size_t> min_device(n, 0);
@@ -382,7 +418,8 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
       if (fits(plan, d)) continue;
       const DevicePlan& dp = plan.device_plan(options.devices[d]);
       fail("the model does not fit: ", dp.device.str(), " needs ", dp.weight_bytes, " bytes of weights + ",
-           dp.peak_activation_bytes, " bytes of activations but its cap is ", dp.cap,
+           dp.peak_activation_bytes, " bytes of activations + ", dp.prepared_bytes,
+           " bytes of prepared state but its cap is ", dp.cap,
            " bytes; raise --memory, add a device to --devices or use smaller inputs");
     }
   }

@@ -1,14 +1,15 @@
 // The execution plan: where each node runs, every transfer between devices, and
 // where in each device's arena every intermediate value lives — all computed
-// before the first kernel runs, printable by `vlrt plan`.
+// before the first kernel runs, printable by `vlrt plan`. Values are integer
+// slots (a value on one device), so executing a step needs no name lookup.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "backends/backend.h"
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "passes/shape_inference.h"
@@ -17,28 +18,48 @@ namespace vlrt {
 
 struct PlanOptions {
   std::vector<Device> devices{Device{}};    // in order of preference
-  std::map<std::string, size_t> memory_caps;  // device name -> bytes for weights + activations
+  std::map<std::string, size_t> memory_caps;  // device name -> bytes for weights + activations + prepared state
 };
 
-// Whether a device can run a node: true, or false with the reason.
-using SupportsFn = std::function<bool(const Device&, const Node&, const std::vector<DType>&, std::string*)>;
+// What the planner asks of the backends of the listed devices.
+struct PlanHooks {
+  // Whether a device can run a node: true, or false with the reason.
+  std::function<bool(const Device&, const Node&, const std::vector<DType>&, std::string*)> supports;
+  // The state the device's backend would prepare for a node (absent: none).
+  std::function<PrepareInfo(const Device&, const Node&, const std::vector<const ValueInfo*>&)> prepare_info;
+  // The device's arena alignment (absent: 64 bytes).
+  std::function<size_t(const Device&)> alignment;
+};
+
+// One value on one device: where it lives and what it is.
+struct Slot {
+  std::string value;
+  Device device;
+  size_t lane = 0;  // index of its device in Plan::devices
+  DType dtype = DType::undefined;
+  Shape shape;           // as inferred; empty when dynamic
+  size_t offset = 0;     // in the device's arena
+  size_t bytes = 0;
+  bool dynamic = false;   // shape known only at execution: allocated then, outside the arena
+  bool constant = false;  // an initializer or folded value, put on the device before the first run
+  bool replaced = false;  // a constant every reader's prepared state holds: never put on the device
+  bool input = false;     // a graph input: the caller's memory
+  int alias_of = -1;      // a view of (or in place in) another slot's memory
+};
 
 struct Step {
   enum class Kind { run, copy };
   Kind kind = Kind::run;
-  size_t node = 0;      // run: index into graph.nodes
-  Device device;        // run: where it runs; copy: destination
-  std::string value;    // copy: the value copied
-  Device from;          // copy: source device
-};
-
-// Where one value lives on one device.
-struct Allocation {
-  Device device;
-  size_t offset = 0;
-  size_t bytes = 0;
-  bool dynamic = false;  // shape known only at execution: allocated then, outside the arena
-  std::string alias_of;  // a view of another value's memory (Reshape, Squeeze ...)
+  size_t node = 0;    // run: index into graph.nodes
+  Device device;      // run: where it runs; copy: destination
+  size_t lane = 0;    // index of `device` in Plan::devices
+  Device from;        // copy: source device
+  std::vector<int> inputs;   // run: slot of each node input (-1: omitted); copy: {source}
+  std::vector<int> outputs;  // run: slot of each node output (-1: unused); copy: {destination}
+  std::vector<int> release;  // slots whose last reader is this step
+  bool dynamic = false;      // run: output shapes inferred from the real inputs
+  int alias_input = -1;      // run: output 0 is a view of this input (no kernel for it)
+  size_t prepared_bytes = 0;  // run: the node's prepared state on its device
 };
 
 struct Transfer {
@@ -59,33 +80,32 @@ struct DevicePlan {
   std::map<std::string, int> ops;  // op type -> node count
   size_t weight_bytes = 0;         // initializers and folded constants the device holds
   size_t peak_activation_bytes = 0;  // the arena size
+  size_t prepared_bytes = 0;         // per-node state its backend prepares (packed weights ...)
   size_t dynamic_values = 0;
   size_t cap = 0;                  // 0: no cap
+  size_t total_bytes() const { return weight_bytes + peak_activation_bytes + prepared_bytes; }
 };
 
 struct Plan {
   std::vector<Step> steps;
-  std::vector<DevicePlan> devices;  // in the order of PlanOptions::devices
+  std::vector<DevicePlan> devices;  // the listed devices in order, then any other a node landed on
   std::vector<Transfer> transfers;
   std::vector<Fallback> fallbacks;
   std::vector<Device> node_device;  // per node; folded nodes stay on the host (cpu)
-  // "value@device" -> its allocation, for every value a step produces.
-  std::unordered_map<std::string, Allocation> allocations;
-  // Per step: "value@device" keys whose last reader is that step.
-  std::vector<std::vector<std::string>> release_after;
-  // Constants (initializers, folded values) each device needs: device name -> value names.
-  std::map<std::string, std::vector<std::string>> weights;
+  std::vector<Slot> slots;
+  std::vector<std::pair<std::string, int>> inputs;  // graph input -> its slot on the host
+  std::vector<int> outputs;                         // per graph output: its slot on the host
 
   const DevicePlan& device_plan(const Device& d) const;
+  // The slot of a value on a device, -1 when there is none (a scan: for tests and tools).
+  int slot(const std::string& value, const Device& d) const;
 };
-
-inline std::string value_key(const std::string& value, const Device& d) { return value + "@" + d.str(); }
 
 // Places the graph on the devices (first device that supports a node; a pipeline
 // split in topological order when the memory caps require it), inserts transfers
 // and plans every device's arena. Fails when the model cannot fit the caps.
 Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOptions& options,
-               const SupportsFn& supports);
+               const PlanHooks& hooks);
 
 // Parses "opencl:0=2GiB" (B, KB, MB, GB, KiB, MiB, GiB; plain number = bytes).
 std::pair<std::string, size_t> parse_memory_cap(const std::string& arg);

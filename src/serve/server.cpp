@@ -495,9 +495,9 @@ void Server::record_memory(const std::map<std::string, std::pair<DType, Shape>>&
   const Plan& plan = session.plan(signature);  // cached: the plan of the run just done
   for (auto& dp : plan.devices) {
     Labels dev = {{"device", dp.device.str()}};
-    metrics_.set("vlrt_memory_planned_bytes", dev, double(dp.weight_bytes + dp.peak_activation_bytes));
+    metrics_.set("vlrt_memory_planned_bytes", dev, double(dp.total_bytes()));
     metrics_.set("vlrt_memory_in_use_bytes", dev,
-                 double(dp.weight_bytes + session.executor().arena_high_water(dp.device)));
+                 double(dp.weight_bytes + dp.prepared_bytes + session.executor().arena_high_water(dp.device)));
     size_t budget = dp.cap ? dp.cap : session.executor().backend(dp.device).memory_capacity();
     metrics_.set("vlrt_memory_budget_bytes", dev, double(budget));
   }

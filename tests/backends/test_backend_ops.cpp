@@ -7,7 +7,8 @@
 // within 1e-4 of the output's scale, integers and bools exactly.
 //
 // Adding an op to a backend: add its cases to cases(); EveryClaimedOpHasACase fails
-// until you do. Adding a backend: add its device name to kBackends.
+// until you do. A backend joins by registering itself: every registered backend other
+// than the CPU runs here, on its device 0, skipped where this machine has none.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,7 +31,13 @@ using test::attr_i;
 using test::attr_ints;
 using test::attr_s;
 
-const std::vector<std::string> kBackends = {"opencl:0"};
+// Device 0 of every registered backend but the CPU's.
+std::vector<std::string> backends_under_test() {
+  std::vector<std::string> names;
+  for (auto& b : registered_backends())
+    if (b.kind != "cpu") names.push_back(b.kind + ":0");
+  return names;
+}
 
 // One input of a case: fixed values, random values in [lo, hi] (rounded to
 // multiples of `step` when step > 0), or omitted.
@@ -325,7 +332,6 @@ Node node_of(const Case& c) {
   return n;
 }
 
-constexpr size_t kGuard = 64;
 constexpr uint8_t kGuardByte = 0xA5;
 
 // Runs the node on `b`: every tensor at its own offset inside one buffer, guard bytes
@@ -340,16 +346,21 @@ std::vector<Tensor> run_on_backend(Backend& b, const Node& node, int64_t opset,
     vp[i] = &vi[i];
   }
   std::vector<ValueInfo> out_info = infer_node(node, opset, vp);
+  // Inputs are known here, as constants are at planning: the backend may pack them.
+  PrepareInfo prepare_info = b.prepare_info(node, opset, vp);
+  std::unique_ptr<KernelState> state = b.prepare(node, opset, vp);
+  EXPECT_EQ(state ? state->bytes() : 0, prepare_info.bytes) << "prepared state differs from what prepare_info said";
+  size_t align = b.alignment();
 
   std::vector<std::pair<DType, Shape>> layout;
   for (auto& t : in)
     if (t.defined()) layout.push_back({t.dtype(), t.shape()});
   for (auto& o : out_info) layout.push_back({o.dtype, o.shape});
   std::vector<size_t> offsets;
-  size_t total = kGuard;
+  size_t total = align;  // guard bytes before each tensor
   for (auto& [dtype, shape] : layout) {
     offsets.push_back(total);
-    total += (size_t(shape_numel(shape)) * dtype_size(dtype) + 63) / 64 * 64 + kGuard;
+    total += (size_t(shape_numel(shape)) * dtype_size(dtype) + align - 1) / align * align + align;
   }
   auto buffer = b.allocate(total);
   Tensor whole(DType::u8, {int64_t(total)}, buffer, 0);
@@ -377,7 +388,8 @@ std::vector<Tensor> run_on_backend(Backend& b, const Node& node, int64_t opset,
     dev_out[0] = dev_in[size_t(schema->alias_input)].reshaped(out_info[0].shape);
     out_ptrs[0] = nullptr;
   }
-  b.execute(node, opset, in_ptrs, out_ptrs);
+  for (size_t k : prepare_info.replaced_inputs) in_ptrs[k] = nullptr;
+  b.execute(node, opset, state.get(), in_ptrs, out_ptrs);
   b.synchronize();
 
   std::vector<Tensor> result;
@@ -537,7 +549,7 @@ std::string device_test_name(const ::testing::TestParamInfo<std::string>& info) 
   return s;
 }
 
-INSTANTIATE_TEST_SUITE_P(BackendOps, BackendOpsTest, ::testing::ValuesIn(kBackends), device_test_name);
+INSTANTIATE_TEST_SUITE_P(BackendOps, BackendOpsTest, ::testing::ValuesIn(backends_under_test()), device_test_name);
 
 }  // namespace
 

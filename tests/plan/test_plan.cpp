@@ -58,11 +58,11 @@ TEST(Plan, ArenaReusesMemoryOfDeadValues) {
   TensorMap in{{"image", image(1)}};
   const Plan& p = s.plan(signature_of(in));
   size_t sum = 0;
-  for (auto& [k, a] : p.allocations)
-    if (!a.dynamic && a.alias_of.empty()) sum += a.bytes;
+  for (auto& slot : p.slots)
+    if (!slot.dynamic && !slot.constant && !slot.input && slot.alias_of < 0) sum += slot.bytes;
   EXPECT_LT(p.device_plan(Device{}).peak_activation_bytes, sum);
   // Relu runs in place: its output shares the Conv output's memory.
-  EXPECT_EQ(p.allocations.at("r1@cpu").alias_of, "c1@cpu");
+  EXPECT_EQ(p.slots[size_t(p.slot("r1", Device{}))].alias_of, p.slot("c1", Device{}));
 }
 
 TEST(Plan, SplitAcrossDevicesMatchesSingleDevice) {
@@ -139,11 +139,9 @@ TEST(Plan, KernelFedTensorFromAnotherDeviceIsCaught) {
       step.device = parse_device("cpu:1");
       break;
     }
-  for (auto& [k, a] : std::unordered_map<std::string, Allocation>(broken.allocations))
-    broken.allocations[k.substr(0, k.find('@')) + "@cpu:1"] = a;
   Executor ex(s.model(), 1);
   try {
-    ex.run(s.infer(signature_of(in)), broken, in);
+    ex.run(broken, ex.prepare(s.infer(signature_of(in)), broken), in);
     FAIL() << "expected the device check to fail";
   } catch (const Error& e) {
     std::string msg = e.what();

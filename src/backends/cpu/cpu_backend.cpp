@@ -5,12 +5,45 @@
 #include <cstring>
 
 #include "backends/cpu/kernel.h"
-#include "exec/run_node.h"
-#include "ops/op_schema.h"
 
 namespace vlrt {
 
-CpuBackend::CpuBackend(int index, int threads) : index_(index), pool_(threads) {}
+namespace {
+
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
+Tensor half_to_f32(const Tensor& t) {
+  Tensor out(DType::f32, t.shape());
+  auto src = static_cast<const uint16_t*>(t.raw());
+  float* dst = out.data<float>();
+  for (int64_t i = 0; i < t.numel(); i++)
+    dst[i] = t.dtype() == DType::f16 ? half_to_float(src[i]) : bf16_to_float(src[i]);
+  return out;
+}
+
+void f32_to_half(const Tensor& src, Tensor& dst) {
+  const float* s = src.data<float>();
+  auto d = static_cast<uint16_t*>(dst.raw());
+  for (int64_t i = 0; i < src.numel(); i++)
+    d[i] = dst.dtype() == DType::f16 ? float_to_half(s[i]) : float_to_bf16(s[i]);
+}
+
+int count_cpus(std::string*) { return 1; }
+
+// cpu:N (N >= 1) is a simulated second CPU device with its own memory, for trying
+// placements, splits and transfers on a machine with one CPU.
+std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config) {
+  return std::make_shared<CpuBackend>(index, config.threads);
+}
+
+}  // namespace
+
+VLRT_REGISTER_BACKEND(cpu, "the host CPU: reference kernels, OpenBLAS", make_cpu_backend, count_cpus);
+
+CpuBackend::CpuBackend(int index, int threads)
+    : index_(index), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}
+
+CpuBackend::CpuBackend(int index, ThreadPool& pool) : index_(index), pool_(&pool) {}
 
 size_t CpuBackend::memory_capacity() const {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -30,16 +63,67 @@ void CpuBackend::copy_from_host(const Tensor& src, Tensor& dst) {
 
 void CpuBackend::copy_to_host(const Tensor& src, Tensor& dst) { copy_from_host(src, dst); }
 
-bool CpuBackend::supports(const Node& node, const std::vector<DType>&, std::string* why) const {
+bool CpuBackend::copy_on_device(const Tensor& src, Tensor& dst) {
+  copy_from_host(src, dst);
+  return true;
+}
+
+bool cpu_computes(const Node& node) {
   const OpSchema* s = find_schema(node.domain, node.op_type);
-  if (s && (s->alias_input >= 0 || find_cpu_kernel(node.domain, node.op_type))) return true;
+  return s && (s->alias_input >= 0 || find_cpu_kernel(node.domain, node.op_type));
+}
+
+bool CpuBackend::supports(const Node& node, const std::vector<DType>&, std::string* why) const {
+  if (cpu_computes(node)) return true;
   if (why) *why = cat("no CPU kernel for ", node.op_type);
   return false;
 }
 
-void CpuBackend::execute(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+void CpuBackend::execute(const Node& node, int64_t opset, KernelState*, const std::vector<const Tensor*>& inputs,
                          const std::vector<Tensor*>& outputs) {
-  call_cpu_kernel(node, opset, pool_, inputs, outputs);
+  call_cpu_kernel(node, opset, *pool_, inputs, outputs);
+}
+
+void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs) {
+  const CpuKernel* kernel = find_cpu_kernel(node.domain, node.op_type);
+  if (!kernel) unsupported(node.label(), ": the CPU backend has no kernel for ", node.op_type);
+  bool convert = false;
+  if (!kernel->handles_half) {
+    for (auto* t : inputs) convert = convert || (t && is_half(t->dtype()));
+    for (auto* t : outputs) convert = convert || (t && is_half(t->dtype()));
+  }
+  if (!convert) {
+    KernelContext ctx(node, opset, pool, inputs, outputs);
+    kernel->fn(ctx);
+    return;
+  }
+  // float16/bfloat16 storage, float32 compute.
+  std::vector<Tensor> conv_in(inputs.size()), conv_out(outputs.size());
+  std::vector<const Tensor*> k_in = inputs;
+  std::vector<Tensor*> k_out = outputs;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (inputs[i] && is_half(inputs[i]->dtype())) {
+      conv_in[i] = half_to_f32(*inputs[i]);
+      k_in[i] = &conv_in[i];
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); i++) {
+    if (outputs[i] && is_half(outputs[i]->dtype())) {
+      conv_out[i] = Tensor(DType::f32, outputs[i]->shape());
+      k_out[i] = &conv_out[i];
+    }
+  }
+  KernelContext ctx(node, opset, pool, k_in, k_out);
+  kernel->fn(ctx);
+  for (size_t i = 0; i < outputs.size(); i++)
+    if (conv_out[i].defined()) f32_to_half(conv_out[i], *outputs[i]);
+}
+
+std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+                                 ThreadPool& pool) {
+  CpuBackend cpu(0, pool);
+  return run_node(cpu, node, opset, inputs);
 }
 
 }  // namespace vlrt

@@ -1,27 +1,47 @@
 // The CPU backend: the reference kernels of src/backends/cpu/ops on host memory.
 #pragma once
 
+#include <memory>
+
 #include "backends/backend.h"
+#include "core/thread_pool.h"
 
 namespace vlrt {
 
 class CpuBackend : public Backend {
  public:
+  // With its own pool of `threads` workers (<= 0: all cores).
   CpuBackend(int index, int threads);
-  Device device() const override { return Device{DeviceKind::cpu, index_}; }
+  // On a pool the caller owns and keeps alive.
+  CpuBackend(int index, ThreadPool& pool);
+  Device device() const override { return Device{kCpuKind, index_}; }
   bool host_visible() const override { return true; }
   size_t memory_capacity() const override;
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(const Tensor& src, Tensor& dst) override;
   void copy_to_host(const Tensor& src, Tensor& dst) override;
+  bool copy_on_device(const Tensor& src, Tensor& dst) override;
   bool supports(const Node& node, const std::vector<DType>& input_dtypes, std::string* why) const override;
-  void execute(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+  void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
-  ThreadPool& pool() { return pool_; }
+  ThreadPool& pool() { return *pool_; }
 
  private:
   int index_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> owned_pool_;
+  ThreadPool* pool_;
 };
+
+// Whether the CPU backend computes this node: a kernel, or a view (Reshape, Unsqueeze ...).
+bool cpu_computes(const Node& node);
+
+// Calls the CPU kernel of `node` on allocated outputs (nullptr: output not used).
+// float16/bfloat16 tensors are converted to float32 around kernels that ask for it.
+void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
+                     const std::vector<Tensor*>& outputs);
+
+// run_node on the CPU with `pool`: the reference result of one node (tests, tools).
+std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+                                 ThreadPool& pool);
 
 }  // namespace vlrt

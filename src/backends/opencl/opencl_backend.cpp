@@ -243,10 +243,11 @@ bool OpenClBackend::supports(const Node& node, const std::vector<DType>& input_d
     if (why) *why = cat("no OpenCL kernel for ", node.op_type);
     return false;
   }
+  if (input_dtypes.empty()) return true;  // asked at load, before dtypes are known
   return it->second.supports(node, input_dtypes, why);
 }
 
-void OpenClBackend::execute(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+void OpenClBackend::execute(const Node& node, int64_t opset, KernelState*, const std::vector<const Tensor*>& inputs,
                             const std::vector<Tensor*>& outputs) {
   auto it = opencl_ops().find(node.op_type);
   if (it == opencl_ops().end()) unsupported("no OpenCL kernel for ", node.op_type);
@@ -302,6 +303,27 @@ cl_kernel OpenClBackend::kernel(const ClProgram& program, const char* name) {
   return kernels_[key] = k;
 }
 
-std::shared_ptr<Backend> make_opencl_backend(int index) { return std::make_shared<OpenClBackend>(index); }
+DeviceKind opencl_kind() {
+  static const DeviceKind kind = device_kind("opencl");
+  return kind;
+}
+
+namespace {
+
+std::shared_ptr<Backend> make_opencl_backend(int index, const BackendConfig&) {
+  return std::make_shared<OpenClBackend>(index);
+}
+
+int count_opencl_devices(std::string* why) {
+  std::string problem;
+  int n = int(list_devices(&problem).size());
+  if (why) *why = problem;
+  return n;
+}
+
+}  // namespace
+
+VLRT_REGISTER_BACKEND(opencl, "OpenCL 1.2 devices (GPUs first, then the others)", make_opencl_backend,
+                      count_opencl_devices);
 
 }  // namespace vlrt

@@ -12,6 +12,9 @@
 
 namespace vlrt {
 
+// The device kind "opencl".
+DeviceKind opencl_kind();
+
 class OpenClBackend : public Backend {
  public:
   explicit OpenClBackend(int index);
@@ -19,14 +22,14 @@ class OpenClBackend : public Backend {
   OpenClBackend(const OpenClBackend&) = delete;
   OpenClBackend& operator=(const OpenClBackend&) = delete;
 
-  Device device() const override { return Device{DeviceKind::opencl, index_}; }
+  Device device() const override { return Device{opencl_kind(), index_}; }
   bool host_visible() const override { return false; }
   size_t memory_capacity() const override { return memory_; }
   std::shared_ptr<Buffer> allocate(size_t bytes) override;
   void copy_from_host(const Tensor& src, Tensor& dst) override;
   void copy_to_host(const Tensor& src, Tensor& dst) override;
   bool supports(const Node& node, const std::vector<DType>& input_dtypes, std::string* why) const override;
-  void execute(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,
+  void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   void synchronize() override;
 

@@ -1,0 +1,114 @@
+// Option parsing and formatting shared by the commands.
+#include <cstdio>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "backends/backend.h"
+#include "core/error.h"
+
+namespace vlrt {
+
+std::pair<std::string, std::string> parse_name_value(const std::string& arg, const char* what) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+    fail("expected ", what, " as NAME=VALUE, got '", arg, "'");
+  return {arg.substr(0, eq), arg.substr(eq + 1)};
+}
+
+std::pair<std::string, Shape> parse_shape_arg(const std::string& arg) {
+  auto [name, spec] = parse_name_value(arg, "an input shape");
+  Shape shape;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t next = spec.find_first_of("x,", pos);
+    std::string tok = spec.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    try {
+      size_t used = 0;
+      long long v = std::stoll(tok, &used);
+      if (used != tok.size() || v < 0) throw std::invalid_argument(tok);
+      shape.push_back(v);
+    } catch (const std::exception&) {
+      fail("bad dimension '", tok, "' in shape '", spec, "' for input '", name, "' (expected e.g. 1x3x224x224)");
+    }
+    if (next == std::string::npos) break;
+    pos = next + 1;
+  }
+  return {name, shape};
+}
+
+void add_device_options(CLI::App* cmd, DeviceArgs& args) {
+  cmd->add_option("--devices", args.devices,
+                  "devices in order of preference, e.g. opencl:0,cpu; a node goes to the first that can run it "
+                  "(cpu:1 is a simulated second CPU device)")
+      ->capture_default_str();
+  cmd->add_option("--memory", args.memory,
+                  "DEVICE=SIZE caps a device's memory (e.g. opencl:0=2GiB); the model is split across the "
+                  "listed devices when it does not fit");
+}
+
+PlanOptions plan_options(const DeviceArgs& args) {
+  PlanOptions o;
+  o.devices.clear();
+  size_t pos = 0;
+  while (pos <= args.devices.size()) {
+    size_t comma = args.devices.find(',', pos);
+    std::string d = args.devices.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!d.empty()) {
+      Device dev = parse_device(d);
+      for (auto& seen : o.devices)
+        if (seen == dev) fail("--devices lists ", d, " twice");
+      o.devices.push_back(dev);
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (o.devices.empty()) fail("--devices is empty; give e.g. --devices cpu");
+  for (auto& m : args.memory) {
+    auto [dev, bytes] = parse_memory_cap(m);
+    o.memory_caps[parse_device(dev).str()] = bytes;
+  }
+  return o;
+}
+
+std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& model,
+                                                               const std::vector<std::string>& shape_args) {
+  std::map<std::string, Shape> given;
+  for (auto& s : shape_args) {
+    auto [name, shape] = parse_shape_arg(s);
+    bool known = false;
+    for (auto& d : model.graph.inputs) known = known || d.name == name;
+    if (!known) fail("--input ", name, ": the model has no input of that name");
+    given[name] = shape;
+  }
+  std::map<std::string, std::pair<DType, Shape>> sig;
+  for (auto& d : model.graph.inputs) {
+    Shape shape;
+    if (given.count(d.name)) {
+      shape = given[d.name];
+    } else {
+      if (!d.has_shape) fail("input '", d.name, "' has no declared shape; give it with --input ", d.name, "=1x...");
+      for (auto& dim : d.dims) {
+        if (dim.value < 0)
+          fail("input '", d.name, "' is ", d.describe(), "; give its shape with --input ", d.name, "=", "1x...");
+        shape.push_back(dim.value);
+      }
+    }
+    sig[d.name] = {d.dtype, shape};
+  }
+  return sig;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    u++;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+}  // namespace vlrt
+
