@@ -2,6 +2,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "ops/op_schema.h"
+#include "passes/canonicalize.h"
 
 namespace vlrt {
 
@@ -27,6 +28,7 @@ Session::Session(Model model, SessionOptions options)
                 n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"), " (opset ", opset,
                 ") is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
   }
+  canonicalize(model_);
   try {
     fold_constants(model_, *pool_);
   } catch (const Error& e) {
