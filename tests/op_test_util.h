@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "passes/canonicalize.h"
 
 namespace vlrt::test {
 
@@ -37,21 +38,69 @@ inline ThreadPool& test_pool() {
   return pool;
 }
 
+// The model of the one node n at `opset`; its graph inputs are declared with the types and shapes of
+// `inputs` (an undefined tensor marks an omitted input) unless `declare` is false.
+inline Model one_node_model(const Node& n, int64_t opset, const std::vector<Tensor>& inputs,
+                            bool declare = true) {
+  Model m;
+  m.opsets[""] = opset;
+  m.graph.nodes = {n};
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (!inputs[i].defined()) continue;
+    ValueDecl d;
+    d.name = n.inputs[i];
+    if (declare) {
+      d.dtype = inputs[i].dtype();
+      d.has_shape = true;
+      for (int64_t s : inputs[i].shape()) d.dims.push_back({s, ""});
+    }
+    m.graph.inputs.push_back(d);
+  }
+  for (auto& o : n.outputs) {
+    if (o.empty()) continue;
+    ValueDecl d;
+    d.name = o;
+    m.graph.outputs.push_back(d);
+  }
+  return m;
+}
+
+// Runs the nodes of a model on the CPU in order; returns the values of `outputs`.
+inline std::vector<Tensor> run_model_cpu(const Model& m, const std::map<std::string, Tensor>& inputs,
+                                         const std::vector<std::string>& outputs) {
+  std::map<std::string, Tensor> values(m.graph.initializers.begin(), m.graph.initializers.end());
+  values.insert(inputs.begin(), inputs.end());
+  for (const Node& node : m.graph.nodes) {
+    std::vector<const Tensor*> ptrs;
+    for (auto& in : node.inputs) ptrs.push_back(in.empty() ? nullptr : &values.at(in));
+    std::vector<Tensor> outs = run_node_cpu(node, m.opset(), ptrs, test_pool());
+    for (size_t i = 0; i < outs.size(); i++)
+      if (!node.outputs[i].empty()) values[node.outputs[i]] = outs[i];
+  }
+  std::vector<Tensor> result;
+  for (auto& o : outputs) result.push_back(o.empty() ? Tensor() : values.at(o));
+  return result;
+}
+
+// Canonicalizes the one-node model of n at `opset` (older forms become the opset-18 form, as a session
+// does) and runs it on the CPU; returns n's outputs.
+inline std::vector<Tensor> run_canonical(const Node& n, int64_t opset, const std::vector<Tensor>& inputs) {
+  Model m = one_node_model(n, opset, inputs);
+  canonicalize(m);
+  std::map<std::string, Tensor> values;
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (inputs[i].defined()) values[n.inputs[i]] = inputs[i];
+  return run_model_cpu(m, values, n.outputs);
+}
+
 // Runs `op` on the given inputs (undefined tensors are omitted optional inputs).
 inline std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                                   std::map<std::string, Attribute> attrs = {}, size_t num_outputs = 1,
                                   int64_t opset = 17) {
   Node n = make_node(op, inputs.size(), num_outputs, std::move(attrs));
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < inputs.size(); i++) {
-    if (inputs[i].defined()) {
-      ptrs.push_back(&inputs[i]);
-    } else {
-      ptrs.push_back(nullptr);
-      n.inputs[i] = "";
-    }
-  }
-  return run_node_cpu(n, opset, ptrs, test_pool());
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) n.inputs[i] = "";
+  return run_canonical(n, opset, inputs);
 }
 
 inline Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }

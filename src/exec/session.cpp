@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "ops/op_schema.h"
+#include "passes/canonicalize.h"
 
 namespace vlrt {
 
@@ -18,7 +19,8 @@ Session::Session(Model model, SessionOptions options)
   if (opset > kMaxOpset)
     unsupported(model_.path, ": opset ", opset, " is newer than vlrt supports (", kMinOpset, "..", kMaxOpset,
                 "); export the model with opset ", kMaxOpset, " or lower");
-  check_supported();
+  check_supported();  // before the pass, so that messages name the model's own opset
+  canonicalize(model_);
   try {
     fold_constants(model_, host());
   } catch (const Error& e) {

@@ -114,11 +114,6 @@ void infer_prelu(InferContext& ctx) {
 }
 
 void infer_clip(InferContext& ctx) {
-  if (ctx.opset < 11) {
-    VLRT_CHECK(ctx.input_count() == 1, "before opset 11 Clip takes one input and min/max attributes");
-    infer_unary<kFloat>(ctx);
-    return;
-  }
   DType t = check_type(ctx, 0, kNumeric);
   for (size_t i = 1; i < 3; i++) {
     if (!ctx.has_input(i)) continue;

@@ -62,8 +62,6 @@ void infer_gemm(InferContext& ctx) {
     bool ok = c.size() <= 2;
     for (size_t i = 0; ok && i < c.size(); i++) ok = c[i] == 1 || c[i] == mn[2 - c.size() + i];
     if (!ok) fail("C of shape ", shape_str(c), " cannot be broadcast to the output [", m, ",", n, "]");
-  } else if (ctx.opset < 11) {
-    fail("input C is required before opset 11");
   }
   ctx.set_output(0, ctx.input_dtype(0), {m, n});
 }

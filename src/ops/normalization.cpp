@@ -42,13 +42,10 @@ void infer_batch_norm(InferContext& ctx) {
   VLRT_CHECK(x.size() >= 2, "X must have rank >= 2 (N x C x ...), got ", shape_str(x));
   const char* names[] = {"scale", "B", "input_mean", "input_var"};
   for (size_t i = 1; i < 5; i++) require_vector(ctx, i, names[i - 1], x[1], "the channel count");
-  if (ctx.opset < 9 && ctx.node.attr_int("spatial", 1) == 0)
-    unsupported("spatial=0 (per-activation statistics)");
-  bool training = ctx.opset >= 14 && ctx.node.attr_int("training_mode", 0) != 0;
+  bool training = ctx.node.attr_int("training_mode", 0) != 0;
   ctx.set_output(0, ctx.input_dtype(0), x);
   for (size_t i = 1; i < ctx.output_count(); i++) {
     if (!ctx.node.outputs[i].empty()) {
-      if (ctx.opset < 14) unsupported("training outputs (mean, var, saved statistics) of opset < 14");
       VLRT_CHECK(i <= 2, "has ", ctx.output_count(),
                  " outputs, expected at most 3 (Y, running_mean, running_var)");
       VLRT_CHECK(training, "running_mean and running_var are only produced with training_mode=1");
@@ -141,7 +138,7 @@ void infer_lrn(InferContext& ctx) {
 void infer_softmax(InferContext& ctx) {
   require_float(ctx, 0, "input");
   const Shape& x = ctx.input_shape(0);
-  checked_axis(ctx.node.attr_int("axis", ctx.opset >= 13 ? -1 : 1), x);
+  checked_axis(ctx.node.attr_int("axis", -1), x);
   ctx.set_output(0, ctx.input_dtype(0), x);
 }
 

@@ -12,26 +12,18 @@ const char* const kReduceOps[] = {"ReduceSum",       "ReduceMean",     "ReduceMa
                                   "ReduceProd",      "ReduceL1",       "ReduceL2",  "ReduceLogSum",
                                   "ReduceLogSumExp", "ReduceSumSquare"};
 
-// The opset where `axes` moved from an attribute to an optional input.
-int64_t axes_input_since(const std::string& op) { return op == "ReduceSum" ? 13 : 18; }
-
 // Which axes a Reduce* node reduces. Empty axes mean all axes, or none with noop_with_empty_axes.
 std::vector<bool> reduced_axes(const InferContext& ctx, size_t rank) {
   const Node& node = ctx.node;
-  int64_t since = axes_input_since(node.op_type);
+  VLRT_CHECK(!node.has_attr("axes"), "axes is an input since opset ", node.op_type == "ReduceSum" ? 13 : 18,
+             ", not an attribute");
   std::vector<int64_t> axes;
-  if (ctx.opset >= since) {
-    VLRT_CHECK(!node.has_attr("axes"), "axes is an input since opset ", since, ", not an attribute");
-    if (ctx.has_input(1)) {
-      const Tensor& t = ctx.input_value(1);
-      VLRT_CHECK(t.rank() <= 1, "axes must be a 1-D tensor, got ", t.describe());
-      axes = t.to_int64_vector();
-    }
-  } else {
-    VLRT_CHECK(!ctx.has_input(1), "takes axes as an attribute before opset ", since, ", not as an input");
-    axes = node.attr_ints("axes");
+  if (ctx.has_input(1)) {
+    const Tensor& t = ctx.input_value(1);
+    VLRT_CHECK(t.rank() <= 1, "axes must be a 1-D tensor, got ", t.describe());
+    axes = t.to_int64_vector();
   }
-  bool noop = ctx.opset >= since && node.attr_int("noop_with_empty_axes", 0) != 0;
+  bool noop = node.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<bool> mask(rank, axes.empty() && !noop);
   for (int64_t a : axes) {
     VLRT_CHECK(a >= -int64_t(rank) && a < int64_t(rank), "axis ", a, " is out of range for rank ", rank);
@@ -92,17 +84,10 @@ void infer_topk(InferContext& ctx) {
   VLRT_CHECK(t != DType::boolean && t != DType::string, "X must be numeric, got ", dtype_name(t));
   Shape x = ctx.input_shape(0);
   int64_t axis = checked_axis(ctx.node.attr_int("axis", -1), x);
-  int64_t k;
-  if (ctx.opset < 10) {
-    VLRT_CHECK(!ctx.has_input(1), "takes k as an attribute before opset 10");
-    VLRT_CHECK(ctx.node.has_attr("k"), "attribute k is required before opset 10");
-    k = ctx.node.attr_int("k", 0);
-  } else {
-    VLRT_CHECK(ctx.has_input(1), "input K is required from opset 10");
-    const Tensor& kt = ctx.input_value(1);
-    VLRT_CHECK(kt.numel() == 1 && kt.rank() <= 1, "K must hold a single value, got ", kt.describe());
-    k = kt.to_int64_vector()[0];
-  }
+  VLRT_CHECK(ctx.has_input(1), "input K is required from opset 10");
+  const Tensor& kt = ctx.input_value(1);
+  VLRT_CHECK(kt.numel() == 1 && kt.rank() <= 1, "K must hold a single value, got ", kt.describe());
+  int64_t k = kt.to_int64_vector()[0];
   VLRT_CHECK(k >= 0 && k <= x[axis], "k = ", k, " must be in [0, ", x[axis], "] (the size of axis ", axis,
              ")");
   x[axis] = k;

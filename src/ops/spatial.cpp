@@ -153,10 +153,10 @@ void infer_max_unpool(InferContext& ctx) {
 
 // ---- Resize / Upsample ---------------------------------------------------------------------
 
-// Axes that roi, scales and sizes refer to (opset 18 'axes'; all axes otherwise).
+// Axes that roi, scales and sizes refer to ('axes'; all axes when absent).
 std::vector<int64_t> resize_axes(const InferContext& ctx, int64_t rank) {
   std::vector<int64_t> axes;
-  if (ctx.opset >= 18 && ctx.node.has_attr("axes")) {
+  if (ctx.node.has_attr("axes")) {
     std::set<int64_t> seen;
     for (int64_t a : ctx.node.attr_ints("axes")) {
       if (a < -rank || a >= rank) fail("axes value ", a, " is out of range for rank ", rank);
@@ -170,11 +170,6 @@ std::vector<int64_t> resize_axes(const InferContext& ctx, int64_t rank) {
   return axes;
 }
 
-// Input index of scales: Upsample-9 and Resize-10 take (X, scales); Resize-11+ (X, roi, scales, sizes).
-size_t scales_input(const InferContext& ctx) {
-  return ctx.node.op_type == "Upsample" || ctx.opset < 11 ? 1 : 2;
-}
-
 bool has_nonempty(const InferContext& ctx, size_t i) {
   return ctx.has_input(i) && shape_numel(ctx.input_shape(i)) > 0;
 }
@@ -185,17 +180,13 @@ void check_resize_attrs(const InferContext& ctx, size_t num_axes) {
   std::string ctm = attr_choice(n, "coordinate_transformation_mode", "half_pixel",
                                 {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
                                  "asymmetric", "tf_crop_and_resize", "tf_half_pixel_for_nn"});
-  if (ctm == "tf_half_pixel_for_nn" && ctx.opset >= 13)
-    fail("coordinate_transformation_mode 'tf_half_pixel_for_nn' was removed in opset 13");
   attr_choice(n, "nearest_mode", "round_prefer_floor",
               {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
   int64_t eo = n.attr_int("exclude_outside", 0);
   if (eo != 0 && eo != 1) fail("attribute 'exclude_outside' must be 0 or 1, got ", eo);
-  if (ctx.opset >= 18) {
-    attr_choice(n, "keep_aspect_ratio_policy", "stretch", {"stretch", "not_larger", "not_smaller"});
-    int64_t aa = n.attr_int("antialias", 0);
-    if (aa != 0 && aa != 1) fail("attribute 'antialias' must be 0 or 1, got ", aa);
-  }
+  attr_choice(n, "keep_aspect_ratio_policy", "stretch", {"stretch", "not_larger", "not_smaller"});
+  int64_t aa = n.attr_int("antialias", 0);
+  if (aa != 0 && aa != 1) fail("attribute 'antialias' must be 0 or 1, got ", aa);
   if (ctm == "tf_crop_and_resize") {
     if (!has_nonempty(ctx, 1))
       fail("coordinate_transformation_mode 'tf_crop_and_resize' needs the roi input");
@@ -206,28 +197,21 @@ void check_resize_attrs(const InferContext& ctx, size_t num_axes) {
   }
 }
 
-// Resize-11+, and the older Resize-10 / Upsample whose scales are an input or (Upsample-7) an attribute.
+// Resize (X, roi, scales, sizes); canonicalize() turns Upsample and Resize-10 into this form.
 void infer_resize(InferContext& ctx) {
   const Node& n = ctx.node;
-  bool legacy = n.op_type == "Upsample" || ctx.opset < 11;
   DType dt = ctx.input_dtype(0);
   if (!is_numeric(dt)) fail(n.op_type, " does not take ", dtype_name(dt), " input");
   const Shape& x = ctx.input_shape(0);
   int64_t rank = int64_t(x.size());
   std::vector<int64_t> axes = resize_axes(ctx, rank);
-  if (legacy)
-    attr_choice(n, "mode", "nearest", {"nearest", "linear", "bilinear"});
-  else
-    check_resize_attrs(ctx, axes.size());
+  check_resize_attrs(ctx, axes.size());
 
   Shape y = x;
   std::vector<double> scales;
-  size_t si = scales_input(ctx);
-  bool has_sizes = !legacy && has_nonempty(ctx, 3);
-  if (n.op_type == "Upsample" && ctx.opset < 9) {
-    if (ctx.input_count() != 1) fail("Upsample before opset 9 takes one input, got ", ctx.input_count());
-    for (float s : n.attr_floats("scales")) scales.push_back(s);
-  } else if (has_nonempty(ctx, si)) {
+  const size_t si = 2;
+  bool has_sizes = has_nonempty(ctx, 3);
+  if (has_nonempty(ctx, si)) {
     if (has_sizes) fail("only one of 'scales' and 'sizes' may be given");
     if (ctx.input_dtype(si) != DType::f32)
       fail("scales must be float32, got ", dtype_name(ctx.input_dtype(si)));
@@ -240,7 +224,6 @@ void infer_resize(InferContext& ctx) {
       fail("scales has ", scales.size(), " values, expected ", axes.size(), " (one per resized axis)");
     for (size_t i = 0; i < axes.size(); i++) {
       if (!(scales[i] > 0) || !std::isfinite(scales[i])) fail("scales must be positive, got ", scales[i]);
-      if (n.op_type == "Upsample" && scales[i] < 1) fail("Upsample scales must be >= 1, got ", scales[i]);
       // float like the ONNX shape inference and ONNX Runtime, so 10 * 0.7f gives 7.
       y[axes[i]] = int64_t(std::floor(float(x[axes[i]]) * float(scales[i])));
     }
@@ -251,7 +234,7 @@ void infer_resize(InferContext& ctx) {
       fail("sizes has ", sizes.size(), " values, expected ", axes.size(), " (one per resized axis)");
     for (int64_t v : sizes)
       if (v < 0) fail("sizes must be non-negative, got ", shape_str(sizes));
-    std::string policy = ctx.opset >= 18 ? n.attr_string("keep_aspect_ratio_policy", "stretch") : "stretch";
+    std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
     if (policy == "stretch") {
       for (size_t i = 0; i < axes.size(); i++) y[axes[i]] = sizes[i];
     } else {
@@ -295,8 +278,7 @@ void infer_roi_align(InferContext& ctx) {
   if (ctx.input_dtype(2) != DType::i64)
     fail("batch_indices must be int64, got ", dtype_name(ctx.input_dtype(2)));
   attr_choice(n, "mode", "avg", {"avg", "max"});
-  if (ctx.opset >= 16)
-    attr_choice(n, "coordinate_transformation_mode", "half_pixel", {"half_pixel", "output_half_pixel"});
+  attr_choice(n, "coordinate_transformation_mode", "half_pixel", {"half_pixel", "output_half_pixel"});
   int64_t oh = n.attr_int("output_height", 1), ow = n.attr_int("output_width", 1);
   if (oh < 1 || ow < 1) fail("output_height and output_width must be >= 1, got ", oh, " and ", ow);
   if (n.attr_int("sampling_ratio", 0) < 0)
@@ -320,32 +302,24 @@ void infer_pad(InferContext& ctx) {
   std::string mode = attr_choice(n, "mode", "constant", {"constant", "reflect", "edge", "wrap"});
   const Shape& x = ctx.input_shape(0);
   int64_t rank = int64_t(x.size());
-  std::vector<int64_t> pads;
+  if (!ctx.has_input(1)) fail("the pads input is required");
+  if (ctx.input_dtype(1) != DType::i64) fail("pads must be int64, got ", dtype_name(ctx.input_dtype(1)));
+  std::vector<int64_t> pads = ctx.input_value(1).to_int64_vector();
   std::vector<int64_t> axes;
-  if (ctx.opset < 11) {
-    if (ctx.input_count() > 1) fail("Pad before opset 11 takes one input, got ", ctx.input_count());
-    if (!n.has_attr("pads")) fail("attribute 'pads' is required before opset 11");
-    pads = n.attr_ints("pads");
-  } else {
-    if (!ctx.has_input(1)) fail("the pads input is required");
-    if (ctx.input_dtype(1) != DType::i64) fail("pads must be int64, got ", dtype_name(ctx.input_dtype(1)));
-    pads = ctx.input_value(1).to_int64_vector();
-    if (ctx.has_input(2)) {
-      if (ctx.input_dtype(2) != dt)
-        fail("constant_value is ", dtype_name(ctx.input_dtype(2)), " but data is ", dtype_name(dt));
-      if (shape_numel(ctx.input_shape(2)) != 1)
-        fail("constant_value must hold one value, got shape ", shape_str(ctx.input_shape(2)));
-    }
-    if (ctx.has_input(3)) {
-      if (ctx.opset < 18) fail("the axes input needs opset 18, the model has opset ", ctx.opset);
-      DType at = ctx.input_dtype(3);
-      if (at != DType::i64 && at != DType::i32) fail("axes must be int32 or int64, got ", dtype_name(at));
-      std::set<int64_t> seen;
-      for (int64_t a : ctx.input_value(3).to_int64_vector()) {
-        a = normalize_axis(a, rank);
-        if (!seen.insert(a).second) fail("axes repeat axis ", a);
-        axes.push_back(a);
-      }
+  if (ctx.has_input(2)) {
+    if (ctx.input_dtype(2) != dt)
+      fail("constant_value is ", dtype_name(ctx.input_dtype(2)), " but data is ", dtype_name(dt));
+    if (shape_numel(ctx.input_shape(2)) != 1)
+      fail("constant_value must hold one value, got shape ", shape_str(ctx.input_shape(2)));
+  }
+  if (ctx.has_input(3)) {
+    DType at = ctx.input_dtype(3);
+    if (at != DType::i64 && at != DType::i32) fail("axes must be int32 or int64, got ", dtype_name(at));
+    std::set<int64_t> seen;
+    for (int64_t a : ctx.input_value(3).to_int64_vector()) {
+      a = normalize_axis(a, rank);
+      if (!seen.insert(a).second) fail("axes repeat axis ", a);
+      axes.push_back(a);
     }
   }
   if (axes.empty() && !(ctx.has_input(3)))
@@ -403,6 +377,7 @@ void register_spatial_schemas(SchemaTable& t) {
   t["GlobalLpPool"] = {infer_global_pool, 1, 1};
   t["MaxUnpool"] = {infer_max_unpool, 2, 3};
   t["Resize"] = {infer_resize, 1, 4};
+  // Rewritten to Resize by canonicalize(); registered so that support checks before the pass accept it.
   t["Upsample"] = {infer_resize, 1, 2};
   t["GridSample"] = {infer_grid_sample, 2, 2};
   t["RoiAlign"] = {infer_roi_align, 3, 3};

@@ -55,14 +55,10 @@ std::vector<int64_t> normalize_axes(std::vector<int64_t> axes, int64_t rank) {
   return axes;
 }
 
-// Axes given as an attribute before `input_since` and as input `index` from then on.
-std::optional<std::vector<int64_t>> axes_arg(const InferContext& ctx, int64_t input_since, size_t index) {
-  if (ctx.opset >= input_since) {
-    if (!ctx.has_input(index)) return std::nullopt;
-    return int_input(ctx, index, "axes");
-  }
-  if (!ctx.node.has_attr("axes")) return std::nullopt;
-  return ctx.node.attr_ints("axes");
+// Squeeze's and Unsqueeze's axes (input 1); none when absent.
+std::optional<std::vector<int64_t>> axes_arg(const InferContext& ctx) {
+  if (!ctx.has_input(1)) return std::nullopt;
+  return int_input(ctx, 1, "axes");
 }
 
 void set_like_input(InferContext& ctx, Shape s) { ctx.set_output(0, ctx.input_dtype(0), std::move(s)); }
@@ -70,7 +66,7 @@ void set_like_input(InferContext& ctx, Shape s) { ctx.set_output(0, ctx.input_dt
 void infer_reshape(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
   std::vector<int64_t> target = int_input(ctx, 1, "shape (input 1)");
-  bool allowzero = ctx.opset >= 14 && ctx.node.attr_int("allowzero", 0) != 0;
+  bool allowzero = ctx.node.attr_int("allowzero", 0) != 0;
   Shape out(target.size());
   int64_t infer_at = -1, known = 1;
   for (size_t i = 0; i < target.size(); i++) {
@@ -115,7 +111,7 @@ void infer_flatten(InferContext& ctx) {
 
 void infer_squeeze(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
-  auto axes = axes_arg(ctx, 13, 1);
+  auto axes = axes_arg(ctx);
   Shape out;
   if (!axes) {
     for (int64_t d : in)
@@ -136,9 +132,8 @@ void infer_squeeze(InferContext& ctx) {
 
 void infer_unsqueeze(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
-  auto axes = axes_arg(ctx, 13, 1);
-  VLRT_CHECK(axes.has_value(),
-             ctx.opset >= 13 ? "input 1 (axes) is required" : "attribute 'axes' is required");
+  auto axes = axes_arg(ctx);
+  VLRT_CHECK(axes.has_value(), "input 1 (axes) is required");
   int64_t r = int64_t(in.size() + axes->size());
   std::vector<bool> added(r, false);
   for (int64_t a : normalize_axes(*axes, r)) added[a] = true;
@@ -153,7 +148,7 @@ void infer_identity(InferContext& ctx) { set_like_input(ctx, ctx.input_shape(0))
 void infer_dropout(InferContext& ctx) {
   // Training mode drops at random unless the ratio is 0; its value is needed (deferring until execution when
   // it is a runtime input) because output 0 aliases the input and no kernel runs to check it later.
-  if (ctx.opset >= 12 && ctx.has_input(2)) {
+  if (ctx.has_input(2)) {
     const Tensor& training = ctx.input_value(2);
     check_single_element(training.shape(), "training_mode (input 2)");
     if (training.to_double_vector()[0] != 0) {
@@ -168,8 +163,7 @@ void infer_dropout(InferContext& ctx) {
   }
   const Shape& in = ctx.input_shape(0);
   set_like_input(ctx, in);
-  // The mask is bool from opset 10 on, the input's type before.
-  if (ctx.output_count() > 1) ctx.set_output(1, ctx.opset >= 10 ? DType::boolean : ctx.input_dtype(0), in);
+  if (ctx.output_count() > 1) ctx.set_output(1, DType::boolean, in);
 }
 
 void infer_transpose(InferContext& ctx) {
@@ -212,14 +206,10 @@ void infer_concat(InferContext& ctx) {
 std::vector<int64_t> split_sizes(const InferContext& ctx, int64_t dim) {
   size_t n = ctx.output_count();
   std::optional<std::vector<int64_t>> split;
-  if (ctx.opset >= 13) {
-    // An empty split input counts as absent, as in onnxruntime.
-    if (ctx.has_input(1) && shape_numel(ctx.input_shape(1)) > 0) split = int_input(ctx, 1, "split (input 1)");
-  } else if (ctx.node.has_attr("split")) {
-    split = ctx.node.attr_ints("split");
-  }
+  // An empty split input counts as absent, as in onnxruntime.
+  if (ctx.has_input(1) && shape_numel(ctx.input_shape(1)) > 0) split = int_input(ctx, 1, "split (input 1)");
   if (split) {
-    VLRT_CHECK(ctx.opset < 18 || !ctx.node.has_attr("num_outputs"),
+    VLRT_CHECK(!ctx.node.has_attr("num_outputs"),
                "give either input 'split' or attribute 'num_outputs', not both");
     VLRT_CHECK(split->size() == n, "split ", shape_str(*split), " has ", split->size(), " entries for ", n,
                " outputs");
@@ -231,7 +221,7 @@ std::vector<int64_t> split_sizes(const InferContext& ctx, int64_t dim) {
     VLRT_CHECK(sum == dim, "split ", shape_str(*split), " sums to ", sum, ", not to the axis size ", dim);
     return *split;
   }
-  if (ctx.opset >= 18 && ctx.node.has_attr("num_outputs")) {
+  if (ctx.node.has_attr("num_outputs")) {
     int64_t num = ctx.node.attr_int("num_outputs", 0);
     VLRT_CHECK(num == int64_t(n), "num_outputs is ", num, " but the node has ", n, " outputs");
   }
@@ -258,22 +248,13 @@ void infer_slice(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
   int64_t r = int64_t(in.size());
   std::vector<int64_t> starts, ends, axes, steps;
-  bool have_axes;
-  if (ctx.opset >= 10) {
-    VLRT_CHECK(ctx.has_input(1) && ctx.has_input(2), "inputs 1 (starts) and 2 (ends) are required");
-    starts = int_input(ctx, 1, "starts (input 1)");
-    ends = int_input(ctx, 2, "ends (input 2)");
-    have_axes = ctx.has_input(3);
-    if (have_axes) axes = int_input(ctx, 3, "axes (input 3)");
-    if (ctx.has_input(4)) steps = int_input(ctx, 4, "steps (input 4)");
-    check_same_dtype(ctx, 1, 2, "ends (input 2)");
-  } else {
-    VLRT_CHECK(ctx.input_count() == 1, "before opset 10 Slice takes starts/ends/axes as attributes");
-    starts = ctx.node.attr_ints("starts");
-    ends = ctx.node.attr_ints("ends");
-    have_axes = ctx.node.has_attr("axes");
-    axes = ctx.node.attr_ints("axes");
-  }
+  VLRT_CHECK(ctx.has_input(1) && ctx.has_input(2), "inputs 1 (starts) and 2 (ends) are required");
+  starts = int_input(ctx, 1, "starts (input 1)");
+  ends = int_input(ctx, 2, "ends (input 2)");
+  bool have_axes = ctx.has_input(3);
+  if (have_axes) axes = int_input(ctx, 3, "axes (input 3)");
+  if (ctx.has_input(4)) steps = int_input(ctx, 4, "steps (input 4)");
+  check_same_dtype(ctx, 1, 2, "ends (input 2)");
   size_t n = starts.size();
   VLRT_CHECK(ends.size() == n, "starts has ", n, " entries but ends has ", ends.size());
   if (!have_axes) {
@@ -357,10 +338,8 @@ void infer_gather_nd(InferContext& ctx) {
 
 void check_reduction(const InferContext& ctx) {
   std::string red = ctx.node.attr_string("reduction", "none");
-  bool ok = red == "none" || ((red == "add" || red == "mul") && ctx.opset >= 16) ||
-            ((red == "max" || red == "min") && ctx.opset >= 18);
-  VLRT_CHECK(ok, "reduction '", red, "' is not valid at opset ", ctx.opset,
-             " (none; add and mul since 16; max and min since 18)");
+  VLRT_CHECK(red == "none" || red == "add" || red == "mul" || red == "max" || red == "min", "reduction '",
+             red, "' is not one of none, add, mul, max, min");
 }
 
 void infer_scatter_nd(InferContext& ctx) {
@@ -413,7 +392,7 @@ void infer_tile(InferContext& ctx) {
 
 void infer_shape(InferContext& ctx) {
   const Shape& in = ctx.input_shape(0);
-  auto [start, end] = shape_axes_range(ctx.node, ctx.opset, int64_t(in.size()));
+  auto [start, end] = shape_axes_range(ctx.node, int64_t(in.size()));
   Shape dims(in.begin() + start, in.begin() + std::max(start, end));
   int64_t n = int64_t(dims.size());
   ctx.set_output(0, DType::i64, {n});

@@ -40,12 +40,8 @@ std::vector<int64_t> split_equal_sizes(int64_t dim, int64_t parts) {
   return sizes;
 }
 
-std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, int64_t rank) {
-  int64_t start = 0, end = rank;
-  if (opset >= 15) {
-    start = node.attr_int("start", 0);
-    end = node.attr_int("end", rank);
-  }
+std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t rank) {
+  int64_t start = node.attr_int("start", 0), end = node.attr_int("end", rank);
   start = std::clamp<int64_t>(start < 0 ? start + rank : start, 0, rank);
   end = std::clamp<int64_t>(end < 0 ? end + rank : end, 0, rank);
   return {start, end};

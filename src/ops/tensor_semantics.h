@@ -26,9 +26,8 @@ std::vector<int64_t> transpose_perm(const Node& node, size_t rank);
 // evenly (negative when `dim` is too small for `parts`; the schema rejects that).
 std::vector<int64_t> split_equal_sizes(int64_t dim, int64_t parts);
 
-// The input axes Shape returns, as [start, end) clamped to [0, rank] (start and end are
-// attributes from opset 15 on); end < start means none.
-std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t opset, int64_t rank);
+// The input axes Shape returns, as [start, end) clamped to [0, rank]; end < start means none.
+std::pair<int64_t, int64_t> shape_axes_range(const Node& node, int64_t rank);
 
 // A non-empty Slice output as a strided view of its input: the first element and the step
 // along every axis. `axes` empty means 0..n-1, `steps` empty means all 1 (the schema has

@@ -515,7 +515,7 @@ TEST(Spatial, ResizeErrors) {
   EXPECT_THROW(resize13(x, none(), scales({1, 1, 2, 2}), none(),
                         {{"coordinate_transformation_mode", attr_s("tf_half_pixel_for_nn")}}),
                Error);
-  EXPECT_THROW(run_op("Upsample", {x, scales({1, 1, 0.5f, 2})}, {}, 1, 9), Error);
+  EXPECT_THROW(run_op("Upsample", {x}, {{"scales", attr_floats({1, 1, 0.5f, 2})}}, 1, 7), Error);
 }
 
 // ---- GridSample ----------------------------------------------------------------------------

@@ -486,13 +486,8 @@ void k_clip(KernelContext& ctx) {
       lo = -std::numeric_limits<T>::infinity();
       hi = std::numeric_limits<T>::infinity();
     }
-    if (ctx.opset < 11) {
-      lo = ctx.node.has_attr("min") ? T(ctx.node.attr_float("min", 0.f)) : lo;
-      hi = ctx.node.has_attr("max") ? T(ctx.node.attr_float("max", 0.f)) : hi;
-    } else {
-      if (ctx.has_input(1)) lo = ctx.input(1).data<T>()[0];
-      if (ctx.has_input(2)) hi = ctx.input(2).data<T>()[0];
-    }
+    if (ctx.has_input(1)) lo = ctx.input(1).data<T>()[0];
+    if (ctx.has_input(2)) hi = ctx.input(2).data<T>()[0];
     // min(max(x, lo), hi) as NumPy's clip: hi wins when lo > hi, NaN passes through.
     unary_map<T, T>(
         ctx.pool, ctx.input(0), ctx.output(0),

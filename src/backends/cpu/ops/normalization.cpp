@@ -231,7 +231,7 @@ void batch_norm_kernel(KernelContext& ctx) {
   double eps = ctx.node.attr_float("epsilon", 1e-5f);
   std::vector<double> scale = ctx.input(1).to_double_vector(), bias = ctx.input(2).to_double_vector();
   std::vector<double> mean = ctx.input(3).to_double_vector(), var = ctx.input(4).to_double_vector();
-  bool training = ctx.opset >= 14 && ctx.node.attr_int("training_mode", 0) != 0;
+  bool training = ctx.node.attr_int("training_mode", 0) != 0;
   dispatch_float(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
     if (training) {
@@ -485,13 +485,8 @@ void lrn_kernel(KernelContext& ctx) {
 
 enum class SoftmaxKind { softmax, log_softmax, hardmax };
 
-// Before opset 13 the input is coerced to 2-D at `axis`, so the softmax spans all
-// trailing axes; from opset 13 it runs along the one axis.
 AxisView softmax_view(const KernelContext& ctx, const Shape& s) {
-  bool v13 = ctx.opset >= 13;
-  size_t axis = size_t(normalize_axis(ctx.node.attr_int("axis", v13 ? -1 : 1), int64_t(s.size())));
-  if (v13) return axis_view(s, axis);
-  return {prod(s, 0, axis), prod(s, axis, s.size()), 1};
+  return axis_view(s, size_t(normalize_axis(ctx.node.attr_int("axis", -1), int64_t(s.size()))));
 }
 
 template <class T>

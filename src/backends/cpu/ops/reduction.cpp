@@ -310,14 +310,9 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
 }
 
 std::vector<bool> reduced_axes(const KernelContext& ctx, size_t rank) {
-  const Node& node = ctx.node;
-  bool from_input = ctx.opset >= (node.op_type == "ReduceSum" ? 13 : 18);
   std::vector<int64_t> axes;
-  if (!from_input)
-    axes = node.attr_ints("axes");
-  else if (ctx.has_input(1))
-    axes = ctx.input(1).to_int64_vector();
-  bool noop = from_input && node.attr_int("noop_with_empty_axes", 0) != 0;
+  if (ctx.has_input(1)) axes = ctx.input(1).to_int64_vector();
+  bool noop = ctx.node.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<bool> mask(rank, axes.empty() && !noop);
   for (int64_t a : axes) mask[size_t(normalize_axis(a, int64_t(rank)))] = true;
   return mask;
@@ -394,7 +389,7 @@ template <bool kMax>
 void arg_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   AxisView v = axis_view(x.shape(), normalize_axis(ctx.node.attr_int("axis", 0), x.rank()));
-  bool last = ctx.opset >= 12 && ctx.node.attr_int("select_last_index", 0) != 0;
+  bool last = ctx.node.attr_int("select_last_index", 0) != 0;
   int64_t* py = ctx.output(0).data<int64_t>();
   dispatch_numeric(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();
@@ -436,7 +431,7 @@ void topk_kernel(KernelContext& ctx) {
   int64_t axis = normalize_axis(ctx.node.attr_int("axis", -1), x.rank());
   AxisView v = axis_view(x.shape(), axis);
   int64_t k = values.dim(int(axis));
-  bool largest = ctx.opset < 11 || ctx.node.attr_int("largest", 1) != 0;
+  bool largest = ctx.node.attr_int("largest", 1) != 0;
   int64_t* pi = ctx.has_output(1) ? ctx.output(1).data<int64_t>() : nullptr;
   dispatch_numeric(x.dtype(), [&]<class T>() {
     const T* px = x.data<T>();

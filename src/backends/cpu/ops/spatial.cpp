@@ -285,8 +285,6 @@ void max_unpool_kernel(KernelContext& ctx) {
 
 struct ResizeSpec {
   std::string mode, ctm, nearest_mode;
-  bool legacy =
-      false;  // Upsample and Resize-10: asymmetric, nearest rounds down upsampling and up downsampling
   bool antialias = false, exclude_outside = false;
   double cubic_a = -0.75, extrapolation = 0;
 };
@@ -329,8 +327,7 @@ double resize_coord(const ResizeSpec& sp, int64_t o, int64_t in, int64_t out, do
   return xr * (roi_hi - roi_lo) * (len_in - 1) / (length - 1) + roi_lo * (len_in - 1);
 }
 
-int64_t nearest_index(const ResizeSpec& sp, double x, double scale) {
-  if (sp.legacy) return int64_t(scale < 1 ? std::ceil(x) : std::floor(x));
+int64_t nearest_index(const ResizeSpec& sp, double x) {
   double fl = std::floor(x), r = x - fl;
   if (r == 0) return int64_t(fl);
   const std::string& m = sp.nearest_mode;
@@ -373,7 +370,7 @@ ResizeAxis resize_axis(const ResizeSpec& sp, int64_t in, int64_t out, double sca
     int64_t* id = &ax.idx[o * k];
     double* w = &ax.w[o * k];
     if (nearest) {
-      id[0] = std::clamp<int64_t>(nearest_index(sp, x, scale), 0, in - 1);
+      id[0] = std::clamp<int64_t>(nearest_index(sp, x), 0, in - 1);
       w[0] = 1;
       continue;
     }
@@ -402,21 +399,15 @@ std::vector<ResizeAxis> resize_plan(KernelContext& ctx, ResizeSpec& sp) {
   const Tensor& x = ctx.input(0);
   const Shape& ys = ctx.output(0).shape();
   int64_t rank = x.rank();
-  sp.legacy = n.op_type == "Upsample" || ctx.opset < 11;
   sp.mode = n.attr_string("mode", "nearest");
-  if (sp.mode == "bilinear") sp.mode = "linear";
-  if (sp.legacy) {
-    sp.ctm = "asymmetric";
-  } else {
-    sp.ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
-    sp.nearest_mode = n.attr_string("nearest_mode", "round_prefer_floor");
-    sp.cubic_a = n.attr_float("cubic_coeff_a", -0.75f);
-    sp.exclude_outside = n.attr_int("exclude_outside", 0) == 1;
-    sp.extrapolation = n.attr_float("extrapolation_value", 0.0f);
-    sp.antialias = ctx.opset >= 18 && n.attr_int("antialias", 0) == 1;
-  }
+  sp.ctm = n.attr_string("coordinate_transformation_mode", "half_pixel");
+  sp.nearest_mode = n.attr_string("nearest_mode", "round_prefer_floor");
+  sp.cubic_a = n.attr_float("cubic_coeff_a", -0.75f);
+  sp.exclude_outside = n.attr_int("exclude_outside", 0) == 1;
+  sp.extrapolation = n.attr_float("extrapolation_value", 0.0f);
+  sp.antialias = n.attr_int("antialias", 0) == 1;
   std::vector<int64_t> axes;
-  if (!sp.legacy && ctx.opset >= 18 && n.has_attr("axes"))
+  if (n.has_attr("axes"))
     for (int64_t a : n.attr_ints("axes")) axes.push_back(normalize_axis(a, rank));
   else
     for (int64_t a = 0; a < rank; a++) axes.push_back(a);
@@ -424,19 +415,14 @@ std::vector<ResizeAxis> resize_plan(KernelContext& ctx, ResizeSpec& sp) {
   std::vector<double> scale(rank, 1.0), length(rank), lo(rank, 0.0), hi(rank, 1.0);
   for (int64_t a = 0; a < rank; a++) length[a] = double(x.dim(int(a)));
   std::vector<double> given;
-  if (n.op_type == "Upsample" && ctx.opset < 9) {
-    for (float s : n.attr_floats("scales")) given.push_back(s);
-  } else {
-    size_t si = sp.legacy ? 1 : 2;
-    if (ctx.has_input(si) && ctx.input(si).numel() > 0) given = ctx.input(si).to_double_vector();
-  }
+  if (ctx.has_input(2) && ctx.input(2).numel() > 0) given = ctx.input(2).to_double_vector();
   if (!given.empty()) {
     for (size_t i = 0; i < axes.size(); i++) {
       scale[axes[i]] = given[i];
       length[axes[i]] = given[i] * double(x.dim(int(axes[i])));
     }
   } else {
-    std::string policy = ctx.opset >= 18 ? n.attr_string("keep_aspect_ratio_policy", "stretch") : "stretch";
+    std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
     std::vector<int64_t> sizes = ctx.input(3).to_int64_vector();
     double common = policy == "not_larger" ? INFINITY : 0;
     for (size_t i = 0; i < axes.size(); i++) {
@@ -812,8 +798,7 @@ void roi_align_kernel(KernelContext& ctx) {
   int64_t nb = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   int64_t nrois = rois.dim(0), oh = y.dim(2), ow = y.dim(3);
   bool max_mode = n.attr_string("mode", "avg") == "max";
-  bool half_pixel =
-      ctx.opset >= 16 && n.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  bool half_pixel = n.attr_string("coordinate_transformation_mode", "half_pixel") == "half_pixel";
   int64_t sampling = n.attr_int("sampling_ratio", 0);
   double spatial_scale = n.attr_float("spatial_scale", 1.0f);
   for (int64_t r = 0; r < nrois; r++)
@@ -926,28 +911,11 @@ void roi_align_kernel(KernelContext& ctx) {
 
 // ---- Pad -----------------------------------------------------------------------------------
 
-// The pad value's bits in the data type: the constant_value input (opset 11+, same type) or the 'value'
-// attribute converted.
+// The pad value's bits: the constant_value input, of the data's type.
 template <class U>
-U pad_constant(KernelContext& ctx, DType dt) {
+U pad_constant(KernelContext& ctx) {
   U bits = 0;
-  if (ctx.opset >= 11) {
-    if (ctx.has_input(2)) std::memcpy(&bits, ctx.input(2).raw(), sizeof(U));
-    return bits;
-  }
-  double v = ctx.node.attr_float("value", 0.0f);
-  if (dt == DType::f16) return U(float_to_half(float(v)));
-  if (dt == DType::bf16) return U(float_to_bf16(float(v)));
-  dispatch_all(dt, [&]<class T>() {
-    if constexpr (sizeof(T) == sizeof(U)) {
-      T t;
-      if constexpr (std::is_same_v<T, bool>)
-        t = v != 0;
-      else
-        t = saturate<T>(v);
-      std::memcpy(&bits, &t, sizeof(U));
-    }
-  });
+  if (ctx.has_input(2)) std::memcpy(&bits, ctx.input(2).raw(), sizeof(U));
   return bits;
 }
 
@@ -957,10 +925,9 @@ void pad_kernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   int64_t rank = x.rank();
   std::string mode = n.attr_string("mode", "constant");
-  std::vector<int64_t> pads = ctx.opset < 11 ? n.attr_ints("pads") : ctx.input(1).to_int64_vector();
-  std::vector<int64_t> pb = pad_begins(
-      pads, ctx.opset >= 11 && ctx.has_input(3) ? ctx.input(3).to_int64_vector() : std::vector<int64_t>(),
-      rank);
+  std::vector<int64_t> pads = ctx.input(1).to_int64_vector();
+  std::vector<int64_t> pb =
+      pad_begins(pads, ctx.has_input(3) ? ctx.input(3).to_int64_vector() : std::vector<int64_t>(), rank);
   if (y.numel() == 0) return;
   if (rank == 0) {
     std::memcpy(y.raw(), x.raw(), y.nbytes());
@@ -993,7 +960,7 @@ void pad_kernel(KernelContext& ctx) {
   int64_t c0 = std::clamp<int64_t>(pb[rank - 1], 0, w);
   int64_t c1 = std::clamp<int64_t>(x.dim(-1) + pb[rank - 1], c0, w);
   dispatch_bytes(dtype_size(x.dtype()), [&]<class U>() {
-    U cv = pad_constant<U>(ctx, x.dtype());
+    U cv = pad_constant<U>(ctx);
     const U* xd = static_cast<const U*>(x.raw());
     U* yd = static_cast<U*>(y.raw());
     const std::vector<int64_t>& sl = src[rank - 1];
@@ -1092,7 +1059,7 @@ void register_spatial_kernels(CpuKernelTable& t) {
   t["GlobalLpPool"] = {global_pool_kernel<PoolKind::lp>};
   t["MaxUnpool"] = {max_unpool_kernel, true};
   t["Resize"] = {resize_kernel};
-  t["Upsample"] = {resize_kernel};
+  t["Upsample"] = {resize_kernel};  // rewritten to Resize by canonicalize(); registered for support checks
   t["GridSample"] = {grid_sample_kernel};
   t["RoiAlign"] = {roi_align_kernel};
   t["Pad"] = {pad_kernel, true};

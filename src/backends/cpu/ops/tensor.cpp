@@ -227,8 +227,7 @@ void concat_kernel(KernelContext& ctx) {
 
 // Split's part lengths, as the schema computed them.
 std::vector<int64_t> split_sizes(const KernelContext& ctx, int64_t dim) {
-  if (ctx.opset >= 13 && ctx.has_input(1) && ctx.input(1).numel() > 0) return ctx.input(1).to_int64_vector();
-  if (ctx.opset < 13 && ctx.node.has_attr("split")) return ctx.node.attr_ints("split");
+  if (ctx.has_input(1) && ctx.input(1).numel() > 0) return ctx.input(1).to_int64_vector();
   return split_equal_sizes(dim, int64_t(ctx.output_count()));
 }
 
@@ -265,15 +264,9 @@ void slice_kernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   int64_t r = x.rank();
-  std::vector<int64_t> starts, axes, steps;
-  if (ctx.opset >= 10) {
-    starts = ctx.input(1).to_int64_vector();
-    if (ctx.has_input(3)) axes = ctx.input(3).to_int64_vector();
-    if (ctx.has_input(4)) steps = ctx.input(4).to_int64_vector();
-  } else {
-    starts = ctx.node.attr_ints("starts");
-    axes = ctx.node.attr_ints("axes");
-  }
+  std::vector<int64_t> starts = ctx.input(1).to_int64_vector(), axes, steps;
+  if (ctx.has_input(3)) axes = ctx.input(3).to_int64_vector();
+  if (ctx.has_input(4)) steps = ctx.input(4).to_int64_vector();
   auto [first, step] = slice_view(x.shape(), starts, axes, steps);
   std::vector<int64_t> in_st = contiguous_strides(x.shape()), st(r);
   int64_t base = 0;
@@ -505,7 +498,7 @@ void scatter_elements_kernel(KernelContext& ctx) {
 
 void shape_kernel(KernelContext& ctx) {
   const Shape& in = ctx.input(0).shape();
-  int64_t start = shape_axes_range(ctx.node, ctx.opset, int64_t(in.size())).first;
+  int64_t start = shape_axes_range(ctx.node, int64_t(in.size())).first;
   Tensor& y = ctx.output(0);
   std::copy_n(in.begin() + start, y.numel(), y.data<int64_t>());
 }

@@ -55,7 +55,7 @@ UNARY(HardSwish, x * clamp01(x / 6.0f + 0.5f))
 UNARY(Gelu, 0.5f * x * (1.0f + erf(x * M_SQRT1_2_F)))
 UNARY(GeluTanh, 0.5f * x * (1.0f + tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))))
 
-// Clip's bounds come from scalar device inputs (opset >= 11) or from attributes.
+// Clip's bounds come from scalar device inputs when given, else lv and hv (infinite).
 __kernel void Clip_f32(__global const float* xp, long xo, __global float* yp, long yo, int n,
                        __global const float* lp, long lo, int has_l, float lv,
                        __global const float* hp, long ho, int has_h, float hv) {
@@ -202,14 +202,7 @@ void run_clip(ClContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
-  bool has_lo = false, has_hi = false;
-  if (ctx.opset < 11) {
-    lo = ctx.node.attr_float("min", lo);
-    hi = ctx.node.attr_float("max", hi);
-  } else {
-    has_lo = ctx.has_input(1);
-    has_hi = ctx.has_input(2);
-  }
+  bool has_lo = ctx.has_input(1), has_hi = ctx.has_input(2);
   // An absent bound's buffer argument is never read; x stands in for it.
   const Tensor& lo_t = has_lo ? ctx.input(1) : x;
   const Tensor& hi_t = has_hi ? ctx.input(2) : x;

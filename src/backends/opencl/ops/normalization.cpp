@@ -67,11 +67,9 @@ void run_softmax(ClContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   const Shape& s = x.shape();
-  // Before opset 13 the input is coerced to 2-D at `axis`: the softmax spans all trailing axes.
-  bool v13 = ctx.opset >= 13;
-  size_t axis = size_t(normalize_axis(ctx.node.attr_int("axis", v13 ? -1 : 1), x.rank()));
+  size_t axis = size_t(normalize_axis(ctx.node.attr_int("axis", -1), x.rank()));
   int64_t outer = 1, n = 1, inner = 1;
-  for (size_t d = 0; d < s.size(); d++) (d < axis ? outer : d == axis || !v13 ? n : inner) *= s[d];
+  for (size_t d = 0; d < s.size(); d++) (d < axis ? outer : d == axis ? n : inner) *= s[d];
   if (x.numel() == 0) return;
   size_t group = ctx.group_size(n);
   ctx.launch(ctx.kernel(kProgram, "softmax_f32"), cl_range(size_t(outer * inner) * group, group), x, y,

@@ -51,8 +51,7 @@ REDUCE(ReduceSumSquare_f32, 0.0f, a + v * v, p + q, a)
 REDUCE(ReduceLogSum_f32, 0.0f, a + v, p + q, log(a))
 )CL"};
 
-// The axes a Reduce* node reduces, as the CPU kernel reads them: an attribute before
-// opset 13 (ReduceSum) or 18 (the others), input 1 from then on; none means all,
+// The axes a Reduce* node reduces, as the CPU kernel reads them: input 1; none means all,
 // unless noop_with_empty_axes.
 std::vector<bool> reduced_axes(ClContext& ctx, size_t rank) {
   const Node& node = ctx.node;
@@ -61,13 +60,9 @@ std::vector<bool> reduced_axes(ClContext& ctx, size_t rank) {
     mask[0] = mask[1] = false;
     return mask;
   }
-  bool from_input = ctx.opset >= (node.op_type == "ReduceSum" ? 13 : 18);
   std::vector<int64_t> axes;
-  if (!from_input)
-    axes = node.attr_ints("axes");
-  else if (ctx.has_input(1))
-    axes = ctx.input_ints(1);
-  bool noop = from_input && node.attr_int("noop_with_empty_axes", 0) != 0;
+  if (ctx.has_input(1)) axes = ctx.input_ints(1);
+  bool noop = node.attr_int("noop_with_empty_axes", 0) != 0;
   std::vector<bool> mask(rank, axes.empty() && !noop);
   for (int64_t a : axes) mask[size_t(normalize_axis(a, int64_t(rank)))] = true;
   return mask;

@@ -135,20 +135,14 @@ void run_pool(ClContext& ctx) {
              st, dil, pb, pe, cl_int(y.numel()));
 }
 
-// The pad value's bits: the constant_value input (opset 11+), or the 'value' attribute.
+// The pad value's bits: the constant_value input, of the data's type.
 uint64_t pad_value(ClContext& ctx, DType dt) {
   uint64_t bits = 0;
-  if (ctx.opset >= 11) {
-    if (!ctx.has_input(2)) return 0;
-    const Tensor& c = ctx.input(2);
-    Tensor host(c.dtype(), c.shape());
-    ctx.backend.copy_to_host(c, host);
-    std::memcpy(&bits, host.raw(), dtype_size(dt));
-    return bits;
-  }
-  float v = ctx.node.attr_float("value", 0.f);
-  if (dt != DType::f32) unsupported("OpenCL Pad before opset 11 on ", dtype_name(dt), " (float32 only)");
-  std::memcpy(&bits, &v, sizeof v);
+  if (!ctx.has_input(2)) return 0;
+  const Tensor& c = ctx.input(2);
+  Tensor host(c.dtype(), c.shape());
+  ctx.backend.copy_to_host(c, host);
+  std::memcpy(&bits, host.raw(), dtype_size(dt));
   return bits;
 }
 
@@ -159,9 +153,9 @@ void run_pad(ClContext& ctx) {
   int rank = x.rank();
   if (rank > kClMaxDims) unsupported("OpenCL Pad of rank ", rank, " (at most ", kClMaxDims, ")");
   std::string mode = n.attr_string("mode", "constant");
-  std::vector<int64_t> pads = ctx.opset < 11 ? n.attr_ints("pads") : ctx.input_ints(1);
-  std::vector<int64_t> begins = pad_begins(
-      pads, ctx.opset >= 11 && ctx.has_input(3) ? ctx.input_ints(3) : std::vector<int64_t>(), rank);
+  std::vector<int64_t> pads = ctx.input_ints(1);
+  std::vector<int64_t> begins =
+      pad_begins(pads, ctx.has_input(3) ? ctx.input_ints(3) : std::vector<int64_t>(), rank);
   std::vector<int64_t> st = contiguous_strides(x.shape());
   cl_int8 out{}, stride{}, pb{}, lo{}, hi{};
   for (int a = 0; a < rank; a++) pb.s[a] = cl_int(begins[size_t(a)]);

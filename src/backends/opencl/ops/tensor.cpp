@@ -46,7 +46,6 @@ const ClProgram kProgram{"tensor", R"CL(
     if (i < n) dp[dst_o + i] = v;                                           \
   }
 FILL(u8, uchar)
-FILL(u32, uint)
 
 #define FOR_SIZE(S, T) \
   COPY(S, T)           \
@@ -98,15 +97,9 @@ void run_slice(ClContext& ctx) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   int64_t r = x.rank();
-  std::vector<int64_t> starts, axes, steps;
-  if (ctx.opset >= 10) {
-    starts = ctx.input_ints(1);
-    if (ctx.has_input(3)) axes = ctx.input_ints(3);
-    if (ctx.has_input(4)) steps = ctx.input_ints(4);
-  } else {
-    starts = ctx.node.attr_ints("starts");
-    axes = ctx.node.attr_ints("axes");
-  }
+  std::vector<int64_t> starts = ctx.input_ints(1), axes, steps;
+  if (ctx.has_input(3)) axes = ctx.input_ints(3);
+  if (ctx.has_input(4)) steps = ctx.input_ints(4);
   auto [first, step] = slice_view(x.shape(), starts, axes, steps);
   std::vector<int64_t> in_st = contiguous_strides(x.shape()), st(static_cast<size_t>(r));
   int64_t base = 0;
@@ -174,16 +167,11 @@ void run_gather(ClContext& ctx) {
              cl_int(n), cl_int(inner), cl_int(y.numel()));
 }
 
-// Output 0 is a view of the input (made by the executor); the mask keeps everything:
-// true, or 1.0 before opset 10 where the mask has the input's type.
+// Output 0 is a view of the input (made by the executor); the mask (bool) keeps everything.
 void run_dropout(ClContext& ctx) {
   Tensor& mask = ctx.output(1);
-  if (mask.dtype() == DType::boolean)
-    ctx.launch(ctx.kernel(kProgram, "fill_u8"), cl_range(size_t(mask.numel())), mask, cl_uchar(1),
-               cl_int(mask.numel()));
-  else
-    ctx.launch(ctx.kernel(kProgram, "fill_u32"), cl_range(size_t(mask.numel())), mask, cl_uint(0x3f800000),
-               cl_int(mask.numel()));
+  ctx.launch(ctx.kernel(kProgram, "fill_u8"), cl_range(size_t(mask.numel())), mask, cl_uchar(1),
+             cl_int(mask.numel()));
 }
 
 // Any element of 1, 2, 4 or 8 bytes in input 0; other inputs are shapes or indices.
