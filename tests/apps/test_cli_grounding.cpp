@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "load/onnx_loader.h"
+#include "io/files.h"
 #include "pipelines/grounding/image.h"
 
 namespace vlrt {
