@@ -6,7 +6,7 @@
 
 #include "apps/grounding_options.h"
 #include "io/files.h"
-#include "pipelines/grounding/draw.h"
+#include "vision/draw.h"
 
 namespace vlrt {
 
@@ -24,7 +24,7 @@ void detect(const DetectArgs& a) {
   auto detector = make_detector(a.g);
   grounding::EncodedCaption caption = detector->encode(a.prompt);
   if (!caption.warning.empty()) std::cerr << "warning: " << caption.warning << "\n";
-  grounding::Image img = grounding::load_image(a.image);
+  vision::Image img = vision::load_image(a.image);
   auto t0 = std::chrono::steady_clock::now();
   auto dets = detector->detect({&img}, caption)[0];
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -52,7 +52,7 @@ void detect(const DetectArgs& a) {
     std::printf("wrote %s\n", a.json_out.c_str());
   }
   if (!a.draw_out.empty()) {
-    write_file_atomically(a.draw_out, grounding::encode_png(grounding::draw_detections(img, dets)));
+    write_file_atomically(a.draw_out, vision::encode_png(vision::draw_detections(img, dets)));
     std::printf("wrote %s\n", a.draw_out.c_str());
   }
 }

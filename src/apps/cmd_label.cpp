@@ -88,10 +88,10 @@ class Progress {
   double last_print_ = -1e9;
 };
 
-json record_json(const grounding::Image& img, const std::vector<grounding::Detection>& dets) {
+json record_json(const vision::Image& img, const std::vector<vision::Detection>& dets) {
   json r = {{"width", img.width}, {"height", img.height}, {"detections", json::array()}};
   for (auto& d : dets)
-    r["detections"].push_back({{"label", d.label}, {"phrase", d.phrase}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+    r["detections"].push_back({{"label", d.label}, {"phrase", d.category}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
   return r;
 }
 
@@ -202,13 +202,13 @@ int label(const LabelArgs& a) {
   while (i < todo.size()) {
     // Decode a group of consecutive images that share a model input size.
     std::vector<std::string> names;
-    std::vector<grounding::Image> imgs;
+    std::vector<vision::Image> imgs;
     std::pair<int, int> size{0, 0};
     int64_t limit = 1;
     while (i < todo.size()) {
-      grounding::Image img;
+      vision::Image img;
       try {
-        img = grounding::load_image((fs::path(a.dir) / todo[i]).string());
+        img = vision::load_image((fs::path(a.dir) / todo[i]).string());
       } catch (const Error& e) {
         if (!imgs.empty()) break;  // finish the group first; this image is retried next round
         std::cerr << (isatty(2) ? "\n" : "") << "skipped " << todo[i] << ": " << e.what() << "\n";
@@ -236,7 +236,7 @@ int label(const LabelArgs& a) {
       progress.update(done, fresh);
       continue;
     }
-    std::vector<const grounding::Image*> ptrs;
+    std::vector<const vision::Image*> ptrs;
     for (auto& im : imgs) ptrs.push_back(&im);
     auto results = detector->detect(ptrs, caption);
     for (size_t k = 0; k < imgs.size(); k++) {

@@ -70,7 +70,4 @@ nlohmann::json infer_response(const std::string& model_name, const std::string& 
 // GET /v2/models/{name}: inputs and outputs with datatypes and shapes (-1: dynamic).
 nlohmann::json model_metadata(const std::string& name, const Model& model);
 
-// Position of the first byte that is not valid UTF-8, or npos.
-size_t invalid_utf8_at(const std::string& s);
-
 }  // namespace vlrt::serve

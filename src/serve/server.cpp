@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/request.h"
+#include "text/unicode.h"
 
 namespace vlrt::serve {
 
@@ -314,7 +315,7 @@ void Server::handle_detect(const httplib::Request& req, httplib::Response& res) 
   DetectRequest r = parse_detect_request(req);
 
   auto job = std::make_shared<DetectJob>();
-  size_t bad = invalid_utf8_at(r.prompt);
+  size_t bad = text::invalid_utf8_at(r.prompt);
   if (bad != std::string::npos) refuse(400, "'prompt' is not valid UTF-8 (byte ", bad, ")");
   if (r.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
     refuse(400, "'prompt' is empty; give phrases separated by ' . ', e.g. \"person . bicycle .\"");
@@ -326,9 +327,9 @@ void Server::handle_detect(const httplib::Request& req, httplib::Response& res) 
   } catch (const Error& e) {
     refuse(400, "'prompt': ", e.what());
   }
-  grounding::Image img;
+  vision::Image img;
   try {
-    img = grounding::decode_image(r.image, "image", options_.max_image_pixels);
+    img = vision::decode_image(r.image, "image", options_.max_image_pixels);
   } catch (const Error& e) {
     refuse(400, e.what());
   }
@@ -336,13 +337,13 @@ void Server::handle_detect(const httplib::Request& req, httplib::Response& res) 
   job->options = detector_->options();
   if (r.box_threshold) job->options.box_threshold = *r.box_threshold;
   if (r.text_threshold) job->options.text_threshold = *r.text_threshold;
-  auto [w, h] = grounding::target_size(img.width, img.height, job->options.resize);
+  auto [w, h] = vision::target_size(img.width, img.height, job->options.resize);
   job->width = img.width;
   job->height = img.height;
   job->input_width = w;
   job->input_height = h;
-  if (img.width != w || img.height != h) img = grounding::resize_bilinear(img, w, h);
-  job->pixels = grounding::normalize_images({&img});
+  if (img.width != w || img.height != h) img = vision::resize_bilinear(img, w, h);
+  job->pixels = vision::normalize_images({&img});
   img = {};
   job->key = cat(w, "x", h, "|", job->caption.caption);
 
@@ -511,14 +512,14 @@ void Server::warm_up() {
   try {
     job->caption = detector_->encode("object .");
     job->options = detector_->options();
-    grounding::Image img{640, 480, std::vector<uint8_t>(640 * 480 * 3, 128)};
-    auto [w, h] = grounding::target_size(img.width, img.height, job->options.resize);
-    grounding::Image resized = grounding::resize_bilinear(img, w, h);
+    vision::Image img{640, 480, std::vector<uint8_t>(640 * 480 * 3, 128)};
+    auto [w, h] = vision::target_size(img.width, img.height, job->options.resize);
+    vision::Image resized = vision::resize_bilinear(img, w, h);
     job->width = img.width;
     job->height = img.height;
     job->input_width = w;
     job->input_height = h;
-    job->pixels = grounding::normalize_images({&resized});
+    job->pixels = vision::normalize_images({&resized});
     job->key = "warm-up";
     batch_limit(*job);
     run_detect_batch({job});

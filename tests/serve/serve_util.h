@@ -32,18 +32,18 @@ inline std::string demo_prompt() {
   return nlohmann::json::parse(read_file(source_path("assets/demo.json")))["prompt"].get<std::string>();
 }
 
-inline grounding::Image noise_image(int w, int h, uint32_t seed) {
-  grounding::Image img{w, h, std::vector<uint8_t>(size_t(w) * h * 3)};
+inline vision::Image noise_image(int w, int h, uint32_t seed) {
+  vision::Image img{w, h, std::vector<uint8_t>(size_t(w) * h * 3)};
   std::mt19937 rng(seed);
   for (auto& p : img.rgb) p = uint8_t(rng());
   return img;
 }
 
 inline std::string png_bytes(int w, int h, uint32_t seed = 1) {
-  return grounding::encode_png(noise_image(w, h, seed));
+  return vision::encode_png(noise_image(w, h, seed));
 }
 
-inline std::string jpeg_bytes(const grounding::Image& img) {
+inline std::string jpeg_bytes(const vision::Image& img) {
   std::string out;
   auto write = [](void* ctx, void* data, int size) {
     static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));

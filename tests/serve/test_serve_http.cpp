@@ -80,7 +80,7 @@ TEST_F(ServeHttp, HealthAndModelMetadata) {
 TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
   auto detector = test::demo_detector();
   const std::string prompt = test::demo_prompt(), png = test::demo_png();
-  const std::string jpg = test::jpeg_bytes(grounding::decode_image(png, "demo.png"));
+  const std::string jpg = test::jpeg_bytes(vision::decode_image(png, "demo.png"));
   auto c = client();
   for (auto& [bytes, multipart] : {std::pair{png, true}, std::pair{jpg, false}}) {
     httplib::Result r =
@@ -91,7 +91,7 @@ TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     json j = json::parse(r->body);
-    grounding::Image img = grounding::decode_image(bytes, "test");
+    vision::Image img = vision::decode_image(bytes, "test");
     auto expected = detector->detect({&img}, detector->encode(prompt))[0];
     ASSERT_GT(expected.size(), 0u);
     ASSERT_EQ(j["detections"].size(), expected.size());

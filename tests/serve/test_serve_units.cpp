@@ -68,15 +68,6 @@ TEST(ServeRequest, Base64) {
   EXPECT_TRUE(contains(error("aGVsbG==="), "padding"));
 }
 
-TEST(ServeRequest, Utf8) {
-  EXPECT_EQ(invalid_utf8_at("person . caf\xc3\xa9 ."), std::string::npos);
-  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);
-  EXPECT_EQ(invalid_utf8_at("a\xc3"), 1u);             // cut short
-  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong
-  EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // surrogate
-  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
-}
-
 TEST(ServeRequest, KServeDatatypes) {
   EXPECT_EQ(kserve_datatype(DType::f32), "FP32");
   EXPECT_EQ(kserve_datatype(DType::i64), "INT64");
