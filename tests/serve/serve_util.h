@@ -12,8 +12,10 @@
 
 #include "cli_util.h"
 #include "integrity/load_model.h"
+#include "io/base64.h"
 #include "io/files.h"
 #include "pipelines/grounding/detector.h"
+#include "pipelines/pipeline.h"
 #include "serve/server.h"
 
 namespace vlrt::test {
@@ -24,6 +26,12 @@ inline std::unique_ptr<grounding::Detector> demo_detector() {
   Model m = load_model(demo_model());
   return std::make_unique<grounding::Detector>(std::move(m), source_path("models/demo/vocab.txt"),
                                                SessionOptions{});
+}
+
+inline std::unique_ptr<Pipeline> demo_pipeline() {
+  PipelineConfig config;
+  config.vocab = source_path("models/demo/vocab.txt");
+  return find_pipeline("grounding").make(load_model(demo_model()), config);
 }
 
 // The demo image (assets/demo.png) and the prompt naming what is in it.
@@ -58,7 +66,7 @@ inline std::string jpeg_bytes(int w, int h, uint32_t seed = 1) { return jpeg_byt
 struct TestServer {
   explicit TestServer(serve::ServeOptions o = {}) {
     o.port = 0;
-    server = std::make_unique<serve::Server>(demo_detector(), o, 0.01);
+    server = std::make_unique<serve::Server>(demo_pipeline(), o, 0.01);
     port = server->start();
   }
   httplib::Client client() const {

@@ -86,7 +86,7 @@ TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
     httplib::Result r =
         multipart
             ? post_detect(c, bytes, prompt)
-            : c.Post("/v1/detect", json({{"image", serve::base64_encode(bytes)}, {"prompt", prompt}}).dump(),
+            : c.Post("/v1/detect", json({{"image", base64_encode(bytes)}, {"prompt", prompt}}).dump(),
                      "application/json");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
@@ -121,7 +121,7 @@ TEST_F(ServeHttp, ThresholdsPerRequest) {
   for (auto& d : many["detections"]) EXPECT_GT(d["score"].get<double>(), 0.05);
   auto none = body_json(
       c.Post("/v1/detect",
-             json({{"image", serve::base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 1.0}}).dump(),
+             json({{"image", base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 1.0}}).dump(),
              "application/json"));
   EXPECT_EQ(none["detections"].size(), 0u);
 }
@@ -180,7 +180,7 @@ TEST_F(ServeHttp, BadDetectRequestsAre4xxNamingTheProblem) {
        400, "between 0 and 1"},
       {"JSON prompt a number",
        [&] {
-         return c.Post("/v1/detect", as_json({{"image", serve::base64_encode(png)}, {"prompt", 5}}),
+         return c.Post("/v1/detect", as_json({{"image", base64_encode(png)}, {"prompt", 5}}),
                        "application/json");
        },
        400, "'prompt' is JSON number"},
@@ -193,7 +193,7 @@ TEST_F(ServeHttp, BadDetectRequestsAre4xxNamingTheProblem) {
        [&] {
          return c.Post(
              "/v1/detect",
-             as_json({{"image", serve::base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", "0.3"}}),
+             as_json({{"image", base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", "0.3"}}),
              "application/json");
        },
        400, "'box_threshold' is JSON string"},
