@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/pipelines/grounding/unicode_tables.inc: the Unicode properties the BERT
+"""Writes src/text/unicode_tables.inc: the Unicode properties the BERT
 tokenizer needs (as HuggingFace's BertTokenizer sees them through Python's unicodedata
 and str methods), as sorted range tables for binary search.
 
@@ -9,7 +9,7 @@ import os
 import sys
 import unicodedata
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "src", "pipelines", "grounding", "unicode_tables.inc")
+OUT = os.path.join(os.path.dirname(__file__), "..", "src", "text", "unicode_tables.inc")
 ALL = range(0x110000)
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3  # decomposed algorithmically in unicode.cpp
 

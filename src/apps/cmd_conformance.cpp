@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "exec/session.h"
+#include "io/files.h"
 #include "load/onnx_loader.h"
 
 namespace vlrt {

@@ -4,9 +4,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/grounding_options.h"
+#include "apps/pipeline_options.h"
 #include "io/files.h"
-#include "pipelines/grounding/draw.h"
+#include "vision/draw.h"
 
 namespace vlrt {
 
@@ -17,21 +17,24 @@ struct DetectArgs {
   std::string prompt;
   std::string json_out;
   std::string draw_out;
-  GroundingArgs g;
+  PipelineArgs p;
 };
 
 void detect(const DetectArgs& a) {
-  auto detector = make_detector(a.g);
-  grounding::EncodedCaption caption = detector->encode(a.prompt);
-  if (!caption.warning.empty()) std::cerr << "warning: " << caption.warning << "\n";
-  grounding::Image img = grounding::load_image(a.image);
+  auto pipeline = make_pipeline(a.p);
+  auto query = pipeline->query(a.prompt);
+  if (!query->warning.empty()) std::cerr << "warning: " << query->warning << "\n";
+  vision::Image img = vision::load_image(a.image);
   auto t0 = std::chrono::steady_clock::now();
-  auto dets = detector->detect({&img}, caption)[0];
+  auto request = pipeline->request(query, img);
+  pipeline->run({request.get()});
+  pipeline->postprocess(*request);
+  Record rec = pipeline->record(*request);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  auto [w, h] = detector->input_size(img);
+  const auto& dets = rec.detections;
   std::printf("%s: %dx%d (model input %dx%d), prompt \"%s\", %zu detections in %.0f ms\n", a.image.c_str(), img.width,
-              img.height, w, h, caption.caption.c_str(), dets.size(), ms);
+              img.height, rec.input_width, rec.input_height, query->text.c_str(), dets.size(), ms);
   if (!dets.empty()) {
     size_t lw = 5;
     for (auto& d : dets) lw = std::max(lw, d.label.size());
@@ -44,7 +47,7 @@ void detect(const DetectArgs& a) {
     j["image"] = a.image;
     j["width"] = img.width;
     j["height"] = img.height;
-    j["prompt"] = caption.caption;
+    j["prompt"] = query->text;
     j["latency_ms"] = ms;
     j["detections"] = nlohmann::json::array();
     for (auto& d : dets) j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
@@ -52,7 +55,7 @@ void detect(const DetectArgs& a) {
     std::printf("wrote %s\n", a.json_out.c_str());
   }
   if (!a.draw_out.empty()) {
-    write_file_atomically(a.draw_out, grounding::encode_png(grounding::draw_detections(img, dets)));
+    write_file_atomically(a.draw_out, vision::encode_png(vision::draw_detections(img, dets)));
     std::printf("wrote %s\n", a.draw_out.c_str());
   }
 }
@@ -66,7 +69,7 @@ void add_detect_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"")->required();
   cmd->add_option("--json", a.json_out, "write the detections as JSON to this file");
   cmd->add_option("--draw", a.draw_out, "write the image with boxes and labels drawn as PNG to this file");
-  add_grounding_options(cmd, a.g);
+  add_pipeline_options(cmd, a.p);
   cmd->callback([] { detect(a); });
 }
 

@@ -10,7 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "apps/grounding_options.h"
+#include "apps/pipeline_options.h"
 #include "io/files.h"
 
 namespace vlrt {
@@ -26,7 +26,7 @@ struct LabelArgs {
   std::string format = "coco";
   std::string out;
   int batch = 0;
-  GroundingArgs g;
+  PipelineArgs p;
 };
 
 // Records and annotations mirror the image folders, which may not exist under the output yet.
@@ -88,10 +88,10 @@ class Progress {
   double last_print_ = -1e9;
 };
 
-json record_json(const grounding::Image& img, const std::vector<grounding::Detection>& dets) {
-  json r = {{"width", img.width}, {"height", img.height}, {"detections", json::array()}};
-  for (auto& d : dets)
-    r["detections"].push_back({{"label", d.label}, {"phrase", d.phrase}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+json record_json(const Record& rec) {
+  json r = {{"width", rec.width}, {"height", rec.height}, {"detections", json::array()}};
+  for (auto& d : rec.detections)
+    r["detections"].push_back({{"label", d.label}, {"phrase", d.category}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
   return r;
 }
 
@@ -162,20 +162,17 @@ int label(const LabelArgs& a) {
   if (!fs::is_directory(a.dir)) fail(a.dir, ": not a directory (expected a folder of images)");
   if (a.format != "coco" && a.format != "yolo" && a.format != "labelme")
     fail("--format must be coco, yolo or labelme, got '", a.format, "'");
-  auto detector = make_detector(a.g);
-  grounding::EncodedCaption caption = detector->encode(a.prompt);
-  if (!caption.warning.empty()) std::cerr << "warning: " << caption.warning << "\n";
-  std::vector<std::string> categories;
-  for (auto& p : caption.phrases) categories.push_back(p.text);
+  auto pipeline = make_pipeline(a.p);
+  auto query = pipeline->query(a.prompt);
+  if (!query->warning.empty()) std::cerr << "warning: " << query->warning << "\n";
+  const std::vector<std::string>& categories = query->categories;
 
   fs::path out(a.out), state = out / ".vlrt-label", records = state / "records";
   fs::create_directories(records);
   // A restart must continue the same job: the same prompt, model and thresholds.
-  const auto& o = detector->options();
-  json run = {{"prompt", caption.caption},          {"model", a.g.model},
-              {"box_threshold", o.box_threshold},   {"text_threshold", o.text_threshold},
-              {"nms", o.nms_iou},                   {"short_side", o.resize.short_side},
-              {"max_side", o.resize.max_side},      {"format", a.format}};
+  json run = pipeline->settings(*query);
+  run["model"] = a.p.model;
+  run["format"] = a.format;
   fs::path run_file = state / "run.json";
   if (fs::exists(run_file)) {
     json prev = json::parse(read_file(run_file.string()));
@@ -191,60 +188,61 @@ int label(const LabelArgs& a) {
   for (auto& img : images)
     if (!fs::exists(records / (img + ".json"))) todo.push_back(img);
   size_t already = images.size() - todo.size();
-  std::cerr << "labelling " << images.size() << " images under " << a.dir << " with \"" << caption.caption << "\""
+  std::cerr << "labelling " << images.size() << " images under " << a.dir << " with \"" << query->text << "\""
             << (already ? cat(" (", already, " done in an earlier run)") : std::string()) << "\n";
 
   Progress progress(images.size());
   size_t done = already, fresh = 0, failed = 0, boxes = 0;
-  std::map<std::pair<int, int>, int64_t> batch_for_size;
+  std::map<std::string, int64_t> batch_for_key;
   auto t0 = std::chrono::steady_clock::now();
   size_t i = 0;
   while (i < todo.size()) {
-    // Decode a group of consecutive images that share a model input size.
+    // Decode and preprocess a group of consecutive images that can share a batch (for
+    // grounding: the same model input size).
     std::vector<std::string> names;
-    std::vector<grounding::Image> imgs;
-    std::pair<int, int> size{0, 0};
+    std::vector<std::unique_ptr<Request>> requests;
     int64_t limit = 1;
     while (i < todo.size()) {
-      grounding::Image img;
+      vision::Image img;
       try {
-        img = grounding::load_image((fs::path(a.dir) / todo[i]).string());
+        img = vision::load_image((fs::path(a.dir) / todo[i]).string());
       } catch (const Error& e) {
-        if (!imgs.empty()) break;  // finish the group first; this image is retried next round
+        if (!requests.empty()) break;  // finish the group first; this image is retried next round
         std::cerr << (isatty(2) ? "\n" : "") << "skipped " << todo[i] << ": " << e.what() << "\n";
         failed++;
         done++;
         i++;
         continue;
       }
-      auto s = detector->input_size(img);
-      if (imgs.empty()) {
-        size = s;
-        auto it = batch_for_size.find(s);
-        if (it == batch_for_size.end())
-          it = batch_for_size.emplace(s, a.batch > 0 ? a.batch : std::min<int64_t>(8, detector->max_batch(s.first, s.second, caption))).first;
+      auto r = pipeline->request(query, img);
+      if (requests.empty()) {
+        auto it = batch_for_key.find(r->batch_key);
+        if (it == batch_for_key.end())
+          it = batch_for_key.emplace(r->batch_key, a.batch > 0 ? a.batch : std::min<int64_t>(8, pipeline->max_batch(*r))).first;
         limit = it->second;
-      } else if (s != size) {
-        break;
+      } else if (r->batch_key != requests[0]->batch_key) {
+        break;  // decoded again next round
       }
       names.push_back(todo[i]);
-      imgs.push_back(std::move(img));
+      requests.push_back(std::move(r));
       i++;
-      if (int64_t(imgs.size()) >= limit) break;
+      if (int64_t(requests.size()) >= limit) break;
     }
-    if (imgs.empty()) {
+    if (requests.empty()) {
       progress.update(done, fresh);
       continue;
     }
-    std::vector<const grounding::Image*> ptrs;
-    for (auto& im : imgs) ptrs.push_back(&im);
-    auto results = detector->detect(ptrs, caption);
-    for (size_t k = 0; k < imgs.size(); k++) {
-      write_output_file(records / (names[k] + ".json"), record_json(imgs[k], results[k]).dump() + "\n");
-      boxes += results[k].size();
+    std::vector<Request*> batch;
+    for (auto& r : requests) batch.push_back(r.get());
+    pipeline->run(batch);
+    for (size_t k = 0; k < requests.size(); k++) {
+      pipeline->postprocess(*requests[k]);
+      Record rec = pipeline->record(*requests[k]);
+      write_output_file(records / (names[k] + ".json"), record_json(rec).dump() + "\n");
+      boxes += rec.detections.size();
     }
-    done += imgs.size();
-    fresh += imgs.size();
+    done += requests.size();
+    fresh += requests.size();
     progress.update(done, fresh);
   }
   progress.finish();
@@ -271,7 +269,7 @@ void add_label_command(CLI::App& app) {
   cmd->add_option("-o,--out", a.out, "output folder; rerun with the same folder to resume")->required();
   cmd->add_option("--batch", a.batch, "images per run of the model (default: what the memory plan allows, up to 8)")
       ->check(CLI::Range(0, 1024));
-  add_grounding_options(cmd, a.g);
+  add_pipeline_options(cmd, a.p);
   cmd->callback([] {
     int rc = label(a);
     if (rc) throw CLI::RuntimeError(rc);

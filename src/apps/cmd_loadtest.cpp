@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "apps/commands.h"
-#include "pipelines/grounding/image.h"
 #include "serve/loadtest.h"
+#include "vision/image.h"
 
 namespace vlrt {
 
@@ -142,7 +142,7 @@ void compare_batching(LoadtestArgs& a) {
 
 // A 640x480 gradient when no image is given, so the tool needs no files.
 std::string synthetic_image() {
-  grounding::Image img{640, 480, std::vector<uint8_t>(640 * 480 * 3)};
+  vision::Image img{640, 480, std::vector<uint8_t>(640 * 480 * 3)};
   for (int y = 0; y < img.height; y++)
     for (int x = 0; x < img.width; x++) {
       uint8_t* p = &img.rgb[(size_t(y) * img.width + x) * 3];
@@ -150,7 +150,7 @@ std::string synthetic_image() {
       p[1] = uint8_t(y * 255 / img.height);
       p[2] = uint8_t((x ^ y) & 255);
     }
-  return grounding::encode_png(img);
+  return vision::encode_png(img);
 }
 
 void loadtest(LoadtestArgs& a) {

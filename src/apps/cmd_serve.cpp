@@ -1,5 +1,5 @@
-// vlrt serve: a GroundingDINO-contract model behind HTTP with dynamic batching, KServe v2
-// health/metadata/infer and Prometheus metrics. SIGTERM or SIGINT drains and exits 0.
+// vlrt serve: a pipeline (by default GroundingDINO-contract detection) behind HTTP with dynamic
+// batching, KServe v2 health/metadata/infer and Prometheus metrics. SIGTERM or SIGINT drains and exits 0.
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "apps/grounding_options.h"
+#include "apps/pipeline_options.h"
 #include "serve/server.h"
 
 namespace vlrt {
@@ -17,7 +17,7 @@ namespace vlrt {
 namespace {
 
 struct ServeArgs {
-  GroundingArgs g;
+  PipelineArgs p;
   serve::ServeOptions o;
   std::string max_body = "32MiB";
 };
@@ -49,15 +49,16 @@ void serve_main(ServeArgs& a) {
 
   a.o.max_body_bytes = parse_bytes(a.max_body);
   auto t0 = std::chrono::steady_clock::now();
-  auto detector = make_detector(a.g);
+  auto pipeline = make_pipeline(a.p);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string path = detector->session().model().path;
-  serve::Server server(std::move(detector), a.o, load_s);
+  std::string path = pipeline->session().model().path;
+  std::string endpoint = pipeline->endpoint();
+  serve::Server server(std::move(pipeline), a.o, load_s);
   int port = server.bind();
   std::printf("vlrt serve: model '%s' (%s, loaded in %.2f s) on http://%s:%d\n", server.model_name().c_str(),
               path.c_str(), load_s, a.o.host.c_str(), port);
   std::printf(
-      "  POST /v1/detect, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s, /metrics\n",
+      "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s, /metrics\n", endpoint.c_str(),
       server.model_name().c_str(), server.model_name().c_str());
   std::fflush(stdout);
 
@@ -92,7 +93,7 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "serve",
       "Serve a GroundingDINO-contract model over HTTP: /v1/detect, KServe v2, /metrics, dynamic batching");
-  add_grounding_options(cmd, a.g);
+  add_pipeline_options(cmd, a.p);
   cmd->add_option("--host", a.o.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a.o.port, "port (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))

@@ -36,7 +36,7 @@ void print_row(const char* name, const std::vector<int64_t>& v) {
 }
 
 void tokenize(const TokenizeArgs& a) {
-  auto tokenizer = grounding::BertTokenizer::load(a.vocab);
+  auto tokenizer = text::BertTokenizer::load(a.vocab);
   grounding::EncodedCaption e = grounding::encode_caption(tokenizer, a.caption, a.max_length);
   grounding::TextInputs t = grounding::make_text_inputs(tokenizer, {e});
   if (!e.warning.empty()) std::cerr << "warning: " << e.warning << "\n";

@@ -6,6 +6,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "io/files.h"
 #include "load/proto_reader.h"
 
 namespace vlrt {

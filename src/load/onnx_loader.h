@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "io/files.h"  // read_file, which includers of this header use
 
 namespace vlrt {
 

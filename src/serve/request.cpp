@@ -1,6 +1,5 @@
 #include "serve/request.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,163 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-// Deeper JSON is refused while parsing, so nothing recurses on attacker-chosen depth.
-constexpr int kMaxJsonDepth = 64;
 constexpr int64_t kMaxElements = int64_t(1) << 32;
-
-json parse_json(const std::string& body) {
-  if (body.empty()) refuse(400, "the body is empty; expected a JSON object");
-  json::parser_callback_t limit_depth = [](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) refuse(400, "JSON nested deeper than ", kMaxJsonDepth, " levels");
-    return true;
-  };
-  try {
-    json j = json::parse(body, limit_depth);
-    if (!j.is_object()) refuse(400, "the body is JSON ", j.type_name(), "; expected a JSON object");
-    return j;
-  } catch (const json::exception& e) {
-    refuse(400, "the body is not valid JSON: ", e.what());
-  }
-}
-
-float threshold(const std::string& field, double v) {
-  if (!(v >= 0 && v <= 1)) refuse(400, "'", field, "' is ", v, "; expected a number between 0 and 1");
-  return float(v);
-}
-
-float threshold_text(const std::string& field, const std::string& s) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end != s.c_str() + s.size())
-    refuse(400, "'", field, "' is '", s.substr(0, 40), "'; expected a number between 0 and 1");
-  return threshold(field, v);
-}
-
-DetectRequest parse_multipart(const httplib::Request& req) {
-  DetectRequest r;
-  for (auto& [name, part] : req.files) {
-    if (name == "image") {
-      r.image = part.content;
-    } else if (name == "prompt") {
-      r.prompt = part.content;
-    } else if (name == "box_threshold") {
-      r.box_threshold = threshold_text(name, part.content);
-    } else if (name == "text_threshold") {
-      r.text_threshold = threshold_text(name, part.content);
-    } else {
-      refuse(400, "unknown form field '", name.substr(0, 64),
-             "'; expected image (a file), prompt, box_threshold, text_threshold");
-    }
-  }
-  if (!req.has_file("image")) refuse(400, "missing form field 'image' (the image file)");
-  if (!req.has_file("prompt")) refuse(400, "missing form field 'prompt', e.g. \"person . bicycle .\"");
-  return r;
-}
-
-DetectRequest parse_detect_json(const std::string& body) {
-  json j = parse_json(body);
-  DetectRequest r;
-  for (auto& [key, v] : j.items()) {
-    if (key == "image") {
-      if (!v.is_string()) refuse(400, "'image' is JSON ", v.type_name(), "; expected a base64 string");
-      r.image = base64_decode(v.get<std::string>());
-    } else if (key == "prompt") {
-      if (!v.is_string()) refuse(400, "'prompt' is JSON ", v.type_name(), "; expected a string");
-      r.prompt = v.get<std::string>();
-    } else if (key == "box_threshold" || key == "text_threshold") {
-      if (!v.is_number())
-        refuse(400, "'", key, "' is JSON ", v.type_name(), "; expected a number between 0 and 1");
-      (key == "box_threshold" ? r.box_threshold : r.text_threshold) = threshold(key, v.get<double>());
-    } else {
-      refuse(400, "unknown field '", key.substr(0, 64),
-             "'; expected image, prompt, box_threshold, text_threshold");
-    }
-  }
-  if (!j.contains("image")) refuse(400, "missing field 'image' (the image file, base64-encoded)");
-  if (!j.contains("prompt")) refuse(400, "missing field 'prompt', e.g. \"person . bicycle .\"");
-  return r;
-}
-
-}  // namespace
-
-DetectRequest parse_detect_request(const httplib::Request& req) {
-  if (req.is_multipart_form_data()) return parse_multipart(req);
-  std::string type = req.get_header_value("Content-Type");
-  if (!type.empty() && type.rfind("application/json", 0) != 0)
-    refuse(415, "Content-Type '", type.substr(0, 80),
-           "' is not accepted; send multipart/form-data (image, prompt) or application/json");
-  return parse_detect_json(req.body);
-}
-
-std::string base64_decode(const std::string& text) {
-  size_t start = 0;
-  if (text.rfind("data:", 0) == 0) {
-    size_t comma = text.find(',');
-    if (comma == std::string::npos || text.rfind(";base64", comma) == std::string::npos)
-      refuse(400, "'image' is a data URL without ';base64,'");
-    start = comma + 1;
-  }
-  std::string out;
-  out.reserve((text.size() - start) / 4 * 3 + 3);
-  uint32_t acc = 0;
-  int bits = 0, pad = 0;
-  size_t symbols = 0;
-  for (size_t i = start; i < text.size(); i++) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    int v;
-    if (c >= 'A' && c <= 'Z')
-      v = c - 'A';
-    else if (c >= 'a' && c <= 'z')
-      v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9')
-      v = c - '0' + 52;
-    else if (c == '+')
-      v = 62;
-    else if (c == '/')
-      v = 63;
-    else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-      continue;
-    else if (c == '=') {
-      pad++;
-      continue;
-    } else {
-      refuse(400, "'image' is not valid base64: character ", i, " is byte 0x", "0123456789abcdef"[c >> 4],
-             "0123456789abcdef"[c & 15]);
-    }
-    if (pad) refuse(400, "'image' is not valid base64: data after '=' padding at character ", i);
-    symbols++;
-    acc = (acc << 6) | uint32_t(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(char((acc >> bits) & 0xff));
-    }
-  }
-  if (symbols % 4 == 1)
-    refuse(400, "'image' is not valid base64: ", symbols, " symbols is not a possible length");
-  if (pad > 2 || (pad && (symbols + pad) % 4 != 0))
-    refuse(400, "'image' is not valid base64: wrong '=' padding");
-  return out;
-}
-
-std::string base64_encode(const std::string& bytes) {
-  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
-    if (i + 1 < bytes.size()) n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
-    if (i + 2 < bytes.size()) n |= uint8_t(bytes[i + 2]);
-    out += digits[(n >> 18) & 63];
-    out += digits[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? digits[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? digits[n & 63] : '=';
-  }
-  return out;
-}
-
-namespace {
 
 const std::pair<DType, const char*> kDatatypes[] = {
     {DType::boolean, "BOOL"}, {DType::u8, "UINT8"}, {DType::u16, "UINT16"}, {DType::u32, "UINT32"},
@@ -322,7 +165,7 @@ DType dtype_from_kserve(const std::string& name) {
 }
 
 InferRequest parse_infer_request(const std::string& body, const Model& model) {
-  json j = parse_json(body);
+  json j = parse_json_object(body);
   InferRequest r;
   for (auto& [key, v] : j.items()) {
     if (key == "id") {
@@ -386,27 +229,6 @@ json model_metadata(const std::string& name, const Model& model) {
   for (auto& d : model.graph.inputs) j["inputs"].push_back(decl_json(d));
   for (auto& d : model.graph.outputs) j["outputs"].push_back(decl_json(d));
   return j;
-}
-
-size_t invalid_utf8_at(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < n; k++) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 2) return i;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return i;
-    i += n;
-  }
-  return std::string::npos;
 }
 
 }  // namespace vlrt::serve

@@ -32,15 +32,11 @@ const std::vector<double> kSecondsBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 
                                              0.25,  0.5,    1,     2.5,  5,     10,   30};
 
 // The route a path belongs to, so the labels stay a fixed set whatever clients send.
-std::string endpoint_of(const std::string& path) {
-  static const std::vector<std::pair<std::string, std::string>> exact = {
-      {"/v1/detect", "/v1/detect"},
-      {"/v2/health/live", "/v2/health/live"},
-      {"/v2/health/ready", "/v2/health/ready"},
-      {"/v2", "/v2"},
-      {"/metrics", "/metrics"}};
-  for (auto& [p, e] : exact)
-    if (path == p) return e;
+std::string endpoint_of(const std::string& path, const std::string& pipeline_endpoint) {
+  static const std::vector<std::string> exact = {"/v2/health/live", "/v2/health/ready", "/v2", "/metrics"};
+  for (auto& e : exact)
+    if (path == e) return e;
+  if (path == pipeline_endpoint) return path;
   const std::string models = "/v2/models/";
   if (path.rfind(models, 0) == 0) {
     std::string rest = path.substr(models.size());
@@ -76,14 +72,8 @@ size_t resident_bytes() {
 
 }  // namespace
 
-struct Server::DetectJob : Job {
-  grounding::EncodedCaption caption;
-  grounding::DetectOptions options;  // the server's, with the request's thresholds
-  Tensor pixels;                     // float32 [1,3,h,w], normalized
-  int width = 0, height = 0;         // the original image
-  int input_width = 0, input_height = 0;
-  Tensor logits, boxes;  // the whole batch's outputs (shared); this request's row
-  int64_t row = 0;
+struct Server::PipelineJob : Job {
+  std::unique_ptr<Request> request;
 };
 
 struct Server::InferJob : Job {
@@ -98,9 +88,9 @@ std::string default_model_name(const std::string& model_path) {
   return stem.empty() ? "model" : stem;
 }
 
-Server::Server(std::unique_ptr<grounding::Detector> detector, ServeOptions options, double load_seconds)
-    : detector_(std::move(detector)), options_(std::move(options)) {
-  const Model& model = detector_->session().model();
+Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double load_seconds)
+    : pipeline_(std::move(pipeline)), options_(std::move(options)) {
+  const Model& model = pipeline_->session().model();
   model_name_ = options_.model_name.empty() ? default_model_name(model.path) : options_.model_name;
 
   metrics_.counter("vlrt_requests_total", "HTTP requests by endpoint and status code.");
@@ -154,28 +144,28 @@ Server::Server(std::unique_ptr<grounding::Detector> detector, ServeOptions optio
   // Requests no handler saw (404, 413, unparsable): counted when httplib logs them.
   http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (!t_counted)
-      metrics_.add("vlrt_requests_total",
-                   {{"endpoint", endpoint_of(req.path)}, {"status", std::to_string(res.status)}});
+      metrics_.add("vlrt_requests_total", {{"endpoint", endpoint_of(req.path, pipeline_->endpoint())},
+                                           {"status", std::to_string(res.status)}});
     t_counted = false;
   });
   // Responses httplib makes itself (404, 413, unparsable requests) get a JSON body too.
-  http->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string msg;
-    if (res.status == 404)
-      msg = cat("no route for ", req.method, " ", req.path.substr(0, 200),
-                "; endpoints: POST /v1/detect, GET /v2/health/live, GET /v2/health/ready, GET /v2/models/",
-                model_name_, ", POST /v2/models/", model_name_, "/infer, GET /metrics");
-    else if (res.status == 413)
-      msg = cat("request body larger than the limit of ", options_.max_body_bytes, " bytes");
-    else if (res.status == 400)
-      msg = "malformed HTTP request (request line, headers or multipart body)";
-    else
-      msg = cat("HTTP status ", res.status);
-    reply_error(res, res.status, msg);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  http->set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg;
+        if (res.status == 404)
+          msg = cat("no route for ", req.method, " ", req.path.substr(0, 200), "; endpoints: POST ",
+                    pipeline_->endpoint(), ", GET /v2/health/live, GET /v2/health/ready, GET /v2/models/",
+                    model_name_, ", POST /v2/models/", model_name_, "/infer, GET /metrics");
+        else if (res.status == 413)
+          msg = cat("request body larger than the limit of ", options_.max_body_bytes, " bytes");
+        else if (res.status == 400)
+          msg = "malformed HTTP request (request line, headers or multipart body)";
+        else
+          msg = cat("HTTP status ", res.status);
+        reply_error(res, res.status, msg);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
     try {
@@ -188,7 +178,8 @@ Server::Server(std::unique_ptr<grounding::Detector> detector, ServeOptions optio
   });
   http_ = std::move(http);
 
-  route("POST", "/v1/detect", "/v1/detect", [this](auto& req, auto& res) { handle_detect(req, res); });
+  route("POST", pipeline_->endpoint(), pipeline_->endpoint(),
+        [this](auto& req, auto& res) { handle_pipeline(req, res); });
   route("POST", R"(/v2/models/([^/]+)/infer)", "/v2/models/{name}/infer",
         [this](auto& req, auto& res) { handle_infer(req, res); });
   route("GET", "/v2/health/live", "/v2/health/live", [](auto&, auto& res) {
@@ -205,7 +196,7 @@ Server::Server(std::unique_ptr<grounding::Detector> detector, ServeOptions optio
     if (req.matches[1] != model_name_)
       refuse(404, "unknown model '", req.matches[1].str().substr(0, 200), "'; this server serves '",
              model_name_, "'");
-    reply_json(res, 200, model_metadata(model_name_, detector_->session().model()));
+    reply_json(res, 200, model_metadata(model_name_, pipeline_->session().model()));
   });
   route("GET", R"(/v2/models/([^/]+)/ready)", "/v2/models/{name}/ready", [this](auto& req, auto& res) {
     if (req.matches[1] != model_name_)
@@ -308,72 +299,32 @@ void Server::run_job(const std::shared_ptr<Job>& job) {
          queued ? "still waiting in the queue" : "the model was still running it", ")");
 }
 
-void Server::handle_detect(const httplib::Request& req, httplib::Response& res) {
+void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res) {
   Clock::time_point t0 = Clock::now();
   if (draining_) refuse(503, "the server is shutting down");
-  DetectRequest r = parse_detect_request(req);
-
-  auto job = std::make_shared<DetectJob>();
-  size_t bad = invalid_utf8_at(r.prompt);
-  if (bad != std::string::npos) refuse(400, "'prompt' is not valid UTF-8 (byte ", bad, ")");
-  if (r.prompt.find_first_not_of(" \t\r\n") == std::string::npos)
-    refuse(400, "'prompt' is empty; give phrases separated by ' . ', e.g. \"person . bicycle .\"");
-  if (r.prompt.size() > options_.max_prompt_bytes)
-    refuse(400, "'prompt' is ", r.prompt.size(), " bytes; the limit is ", options_.max_prompt_bytes,
-           " (a GroundingDINO caption holds at most ", detector_->options().max_text_length, " tokens)");
-  try {
-    job->caption = detector_->encode(r.prompt);
-  } catch (const Error& e) {
-    refuse(400, "'prompt': ", e.what());
-  }
-  grounding::Image img;
-  try {
-    img = grounding::decode_image(r.image, "image", options_.max_image_pixels);
-  } catch (const Error& e) {
-    refuse(400, e.what());
-  }
-  // Resize and normalize here, on the HTTP thread: the worker only runs the model.
-  job->options = detector_->options();
-  if (r.box_threshold) job->options.box_threshold = *r.box_threshold;
-  if (r.text_threshold) job->options.text_threshold = *r.text_threshold;
-  auto [w, h] = grounding::target_size(img.width, img.height, job->options.resize);
-  job->width = img.width;
-  job->height = img.height;
-  job->input_width = w;
-  job->input_height = h;
-  if (img.width != w || img.height != h) img = grounding::resize_bilinear(img, w, h);
-  job->pixels = grounding::normalize_images({&img});
-  img = {};
-  job->key = cat(w, "x", h, "|", job->caption.caption);
+  RequestBody body;
+  body.multipart = req.is_multipart_form_data();
+  for (auto& [name, part] : req.files) body.parts.emplace_back(name, part.content);
+  std::string content_type = req.get_header_value("Content-Type");
+  body.content_type = content_type;
+  body.body = req.body;
+  auto job = std::make_shared<PipelineJob>();
+  job->request = pipeline_->parse(body);
+  // Decode, resize, normalize and tokenize here, on the HTTP thread: the worker only runs the model.
+  pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
+  job->key = job->request->batch_key;
 
   run_job(job);
-  // Postprocessing (a sigmoid per query and token) also runs here, in parallel with the
-  // worker's next batch.
-  int64_t q = job->logits.dim(1), t = job->logits.dim(2);
-  auto detections = grounding::postprocess(job->logits.data<float>() + job->row * q * t,
-                                           job->boxes.data<float>() + job->row * q * 4, q, t, job->caption,
-                                           job->width, job->height, job->options);
-  job->logits = job->boxes = Tensor();
+  // Postprocessing (for grounding a sigmoid per query and token) also runs here, in parallel
+  // with the worker's next batch.
+  pipeline_->postprocess(*job->request);
   completed_++;
-  auto round_to = [](double v, double scale) { return std::round(v * scale) / scale; };  // shorter JSON
-  json dets = json::array();
-  for (auto& d : detections)
-    dets.push_back(
-        {{"label", d.label},
-         {"score", round_to(d.score, 1e5)},
-         {"box", {round_to(d.x1, 100), round_to(d.y1, 100), round_to(d.x2, 100), round_to(d.y2, 100)}}});
-  Clock::time_point t1 = Clock::now();
-  json body = {{"detections", dets},
-               {"timing",
-                {{"queue_ms", ms_between(job->enqueued, job->started)},
-                 {"inference_ms", ms_between(job->started, job->finished)},
-                 {"total_ms", ms_between(t0, t1)}}},
-               {"batch_size", job->batch_size},
-               {"prompt", job->caption.caption},
-               {"image", {{"width", job->width}, {"height", job->height}}},
-               {"model_input", {{"width", w}, {"height", h}}}};
-  if (!job->caption.warning.empty()) body["warning"] = job->caption.warning;
-  reply_json(res, 200, body);
+  json reply = pipeline_->response(*job->request);
+  reply["timing"] = {{"queue_ms", ms_between(job->enqueued, job->started)},
+                     {"inference_ms", ms_between(job->started, job->finished)},
+                     {"total_ms", ms_between(t0, Clock::now())}};
+  reply["batch_size"] = job->batch_size;
+  reply_json(res, 200, reply);
 }
 
 void Server::handle_infer(const httplib::Request& req, httplib::Response& res) {
@@ -381,7 +332,7 @@ void Server::handle_infer(const httplib::Request& req, httplib::Response& res) {
     refuse(404, "unknown model '", req.matches[1].str().substr(0, 200), "'; this server serves '",
            model_name_, "'");
   if (draining_) refuse(503, "the server is shutting down");
-  Session& session = detector_->session();
+  Session& session = pipeline_->session();
   InferRequest r = parse_infer_request(req.body, session.model());
   try {
     session.check_inputs(r.inputs);  // reads only the model's declaration: safe off the worker
@@ -405,24 +356,26 @@ void Server::handle_metrics(httplib::Response& res) {
 }
 
 int64_t Server::batch_limit(const Job& job) {
-  auto* d = dynamic_cast<const DetectJob*>(&job);
-  if (!d) return 1;
-  std::string key = cat(d->input_width, "x", d->input_height, "/", d->caption.input_ids.size());
+  auto* p = dynamic_cast<const PipelineJob*>(&job);
+  if (!p) return 1;
+  std::string key;
+  for (auto& [name, decl] : pipeline_->signature(*p->request, 1))
+    key += cat(name, ":", dtype_name(decl.first), shape_str(decl.second), ";");
   auto it = batch_limits_.find(key);
   if (it == batch_limits_.end()) {
     if (batch_limits_.size() > 4096) batch_limits_.clear();
-    it = batch_limits_.emplace(key, detector_->max_batch(d->input_width, d->input_height, d->caption)).first;
+    it = batch_limits_.emplace(key, pipeline_->max_batch(*p->request)).first;
   }
   return options_.max_batch > 0 ? std::min(options_.max_batch, it->second) : it->second;
 }
 
 void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
   Clock::time_point start = Clock::now();
-  if (dynamic_cast<DetectJob*>(batch[0].get())) {
-    run_detect_batch(batch);
+  if (dynamic_cast<PipelineJob*>(batch[0].get())) {
+    run_pipeline_batch(batch);
   } else {
     auto& job = static_cast<InferJob&>(*batch[0]);
-    Session& session = detector_->session();
+    Session& session = pipeline_->session();
     auto sig = signature_of(job.inputs);
     try {
       session.plan(sig);
@@ -452,46 +405,24 @@ void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
   for (auto& j : batch) j->finish();
 }
 
-// Detector::detect's model run for images already resized and normalized by the HTTP
-// threads; they postprocess each row with the request's own thresholds. Sets each job's
-// result or error; run_batch finishes them.
-void Server::run_detect_batch(const std::vector<std::shared_ptr<Job>>& batch) {
-  auto& first = static_cast<DetectJob&>(*batch[0]);
-  int64_t n = int64_t(batch.size());
-  int w = first.input_width, h = first.input_height;
+// The pipeline's model run for requests the HTTP threads preprocessed; they postprocess
+// their own rows. Sets each job's error; run_batch finishes them.
+void Server::run_pipeline_batch(const std::vector<std::shared_ptr<Job>>& batch) {
+  std::vector<Request*> requests;
+  for (auto& j : batch) requests.push_back(static_cast<PipelineJob&>(*j).request.get());
   try {
-    grounding::TextInputs text = grounding::make_text_inputs(detector_->tokenizer(), {first.caption});
-    Tensor img(DType::f32, {n, 3, h, w});
-    for (int64_t i = 0; i < n; i++) {
-      auto& job = static_cast<DetectJob&>(*batch[size_t(i)]);
-      std::memcpy(static_cast<char*>(img.raw()) + size_t(i) * job.pixels.nbytes(), job.pixels.raw(),
-                  job.pixels.nbytes());
-    }
-    TensorMap out = detector_->session().run(grounding::grounding_inputs(std::move(img), text));
-    const Tensor& logits = out.at("logits");
-    const Tensor& boxes = out.at("boxes");
-    VLRT_CHECK(logits.rank() == 3 && logits.dim(0) == n && boxes.rank() == 3 && boxes.dim(0) == n &&
-                   boxes.dim(2) == 4 && boxes.dim(1) == logits.dim(1),
-               "model outputs logits ", logits.describe(), " and boxes ", boxes.describe(),
-               "; expected [B,Q,T] and [B,Q,4]");
-    for (int64_t i = 0; i < n; i++) {
-      auto& job = static_cast<DetectJob&>(*batch[size_t(i)]);
-      job.logits = logits;
-      job.boxes = boxes;
-      job.row = i;
-    }
-    record_memory(grounding::grounding_signature(n, w, h, int64_t(first.caption.input_ids.size())));
+    pipeline_->run(requests);
+    record_memory(pipeline_->signature(*requests[0], int64_t(requests.size())));
   } catch (const Error& e) {
     for (auto& j : batch) {
       j->status = 500;
       j->error = cat("inference failed: ", e.what());
     }
   }
-  for (auto& j : batch) static_cast<DetectJob&>(*j).pixels = Tensor();
 }
 
-void Server::record_memory(const std::map<std::string, std::pair<DType, Shape>>& signature) {
-  Session& session = detector_->session();
+void Server::record_memory(const Signature& signature) {
+  Session& session = pipeline_->session();
   const Plan& plan = session.plan(signature);  // cached: the plan of the run just done
   for (auto& dp : plan.devices) {
     Labels dev = {{"device", dp.device.str()}};
@@ -504,24 +435,15 @@ void Server::record_memory(const std::map<std::string, std::pair<DType, Shape>>&
 }
 
 void Server::warm_up() {
-  // A mid-gray 640x480 image and a one-word prompt: the first plan, the batch limit for
-  // this size and the memory gauges exist before the first request, and a model that
-  // cannot run fails here rather than on a client.
-  auto job = std::make_shared<DetectJob>();
+  // A request made up by the pipeline: the first plan, the batch limit for its size and the
+  // memory gauges exist before the first client, and a model that cannot run fails here
+  // rather than on a client.
+  auto job = std::make_shared<PipelineJob>();
   try {
-    job->caption = detector_->encode("object .");
-    job->options = detector_->options();
-    grounding::Image img{640, 480, std::vector<uint8_t>(640 * 480 * 3, 128)};
-    auto [w, h] = grounding::target_size(img.width, img.height, job->options.resize);
-    grounding::Image resized = grounding::resize_bilinear(img, w, h);
-    job->width = img.width;
-    job->height = img.height;
-    job->input_width = w;
-    job->input_height = h;
-    job->pixels = grounding::normalize_images({&resized});
+    job->request = pipeline_->warm_up_request();
     job->key = "warm-up";
     batch_limit(*job);
-    run_detect_batch({job});
+    run_pipeline_batch({job});
   } catch (const Error& e) {
     fail("warm-up detection failed: ", e.what());
   }

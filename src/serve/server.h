@@ -1,6 +1,7 @@
-// `vlrt serve`: a GroundingDINO-contract detector behind HTTP. POST /v1/detect, the KServe
-// v2 protocol (health, model metadata, raw-tensor infer), GET /metrics. Requests are
-// decoded and preprocessed on the HTTP threads; the model runs on the batcher's one worker.
+// `vlrt serve`: a pipeline behind HTTP. POST to its endpoint (/v1/detect for grounding),
+// the KServe v2 protocol on its model (health, model metadata, raw-tensor infer), GET
+// /metrics. Requests are parsed and preprocessed on the HTTP threads; the model runs on the
+// batcher's one worker.
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "pipelines/grounding/detector.h"
+#include "pipelines/pipeline.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
 
@@ -33,7 +34,7 @@ struct ServeOptions {
   size_t max_prompt_bytes = 2048;
   int64_t max_image_pixels = 64'000'000;
   int http_threads = 0;  // 0: max_queue + 64
-  bool warm_up = true;   // one detection at start, so the plan and the gauges exist before traffic
+  bool warm_up = true;   // one run at start, so the plan and the gauges exist before traffic
 };
 
 // Counts for the exit line and the shutdown test.
@@ -47,7 +48,7 @@ struct ServeStats {
 
 class Server {
  public:
-  Server(std::unique_ptr<grounding::Detector> detector, ServeOptions options, double load_seconds = 0);
+  Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double load_seconds = 0);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -67,29 +68,29 @@ class Server {
   ServeStats stats() const;
 
  private:
-  struct DetectJob;
+  struct PipelineJob;
   struct InferJob;
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
   void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
-  void handle_detect(const httplib::Request& req, httplib::Response& res);
+  void handle_pipeline(const httplib::Request& req, httplib::Response& res);
   void handle_infer(const httplib::Request& req, httplib::Response& res);
   void handle_metrics(httplib::Response& res);
   // Queues a job and waits for it; throws HttpError 503 / 504.
   void run_job(const std::shared_ptr<Job>& job);
   int64_t batch_limit(const Job& job);
   void run_batch(const std::vector<std::shared_ptr<Job>>& batch);
-  void run_detect_batch(const std::vector<std::shared_ptr<Job>>& batch);
-  void record_memory(const std::map<std::string, std::pair<DType, Shape>>& signature);
+  void run_pipeline_batch(const std::vector<std::shared_ptr<Job>>& batch);
+  void record_memory(const Signature& signature);
   void warm_up();
 
-  std::unique_ptr<grounding::Detector> detector_;
+  std::unique_ptr<Pipeline> pipeline_;
   ServeOptions options_;
   std::string model_name_;
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Batcher> batcher_;
-  std::map<std::string, int64_t> batch_limits_;  // worker thread only: "WxH/L" -> plan's max batch
+  std::map<std::string, int64_t> batch_limits_;  // worker thread only: signature -> plan's max batch
   std::atomic<bool> ready_{false}, draining_{false};
   std::atomic<uint64_t> accepted_{0}, completed_{0}, timed_out_{0}, failed_{0}, refused_{0};
   std::mutex shutdown_mu_;

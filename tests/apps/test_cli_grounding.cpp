@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "load/onnx_loader.h"
-#include "pipelines/grounding/image.h"
+#include "io/files.h"
+#include "vision/image.h"
 
 namespace vlrt {
 
@@ -62,7 +62,7 @@ TEST(DetectCli, PrintsTableAndWritesJsonAndPng) {
     EXPECT_GT(d["score"].get<double>(), 0.35);
     EXPECT_EQ(d["box"].size(), 4u);
   }
-  grounding::Image drawn = grounding::load_image(dir + "/d.png");
+  vision::Image drawn = vision::load_image(dir + "/d.png");
   EXPECT_EQ(drawn.width, 37);
   EXPECT_EQ(drawn.height, 23);
 }

@@ -9,7 +9,7 @@
 
 #include "cli_util.h"
 #include "io/files.h"
-#include "pipelines/grounding/detector.h"
+#include "vision/detection.h"
 
 namespace vlrt {
 namespace {
@@ -17,8 +17,8 @@ namespace {
 using test::run_cli;
 using test::source_path;
 
-grounding::Detection box_of(const nlohmann::json& xyxy) {
-  grounding::Detection d;
+vision::Detection box_of(const nlohmann::json& xyxy) {
+  vision::Detection d;
   d.x1 = xyxy[0].get<float>();
   d.y1 = xyxy[1].get<float>();
   d.x2 = xyxy[2].get<float>();
@@ -36,10 +36,10 @@ void check_scene(const std::string& name) {
   auto dets = nlohmann::json::parse(read_file(out))["detections"];
   for (const auto& obj : truth["objects"]) {
     auto label = obj["label"].get<std::string>();
-    grounding::Detection truth_box = box_of(obj["box"]);
+    vision::Detection truth_box = box_of(obj["box"]);
     float best = 0;
     for (const auto& d : dets)
-      if (d["label"] == label) best = std::max(best, grounding::iou(truth_box, box_of(d["box"])));
+      if (d["label"] == label) best = std::max(best, vision::iou(truth_box, box_of(d["box"])));
     EXPECT_GE(best, 0.7) << name << ": " << label << " at " << obj["box"].dump() << "\n" << r.output;
   }
   for (const auto& d : dets)

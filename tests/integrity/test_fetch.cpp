@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "integrity/fetch.h"
 #include "integrity_util.h"
-#include "load/onnx_loader.h"
+#include "io/files.h"
 #include "loopback_server.h"
 
 namespace vlrt {

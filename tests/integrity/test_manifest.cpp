@@ -8,6 +8,7 @@
 #include "integrity/manifest.h"
 #include "integrity/sha256.h"
 #include "integrity_util.h"
+#include "io/files.h"
 #include "load/onnx_loader.h"
 
 namespace vlrt {

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "cli_util.h"
+#include "io/files.h"
 #include "load/onnx_loader.h"
 
 namespace vlrt {

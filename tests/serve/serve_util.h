@@ -12,8 +12,10 @@
 
 #include "cli_util.h"
 #include "integrity/load_model.h"
+#include "io/base64.h"
 #include "io/files.h"
 #include "pipelines/grounding/detector.h"
+#include "pipelines/pipeline.h"
 #include "serve/server.h"
 
 namespace vlrt::test {
@@ -26,24 +28,30 @@ inline std::unique_ptr<grounding::Detector> demo_detector() {
                                                SessionOptions{});
 }
 
+inline std::unique_ptr<Pipeline> demo_pipeline() {
+  PipelineConfig config;
+  config.vocab = source_path("models/demo/vocab.txt");
+  return find_pipeline("grounding").make(load_model(demo_model()), config);
+}
+
 // The demo image (assets/demo.png) and the prompt naming what is in it.
 inline std::string demo_png() { return read_file(source_path("assets/demo.png")); }
 inline std::string demo_prompt() {
   return nlohmann::json::parse(read_file(source_path("assets/demo.json")))["prompt"].get<std::string>();
 }
 
-inline grounding::Image noise_image(int w, int h, uint32_t seed) {
-  grounding::Image img{w, h, std::vector<uint8_t>(size_t(w) * h * 3)};
+inline vision::Image noise_image(int w, int h, uint32_t seed) {
+  vision::Image img{w, h, std::vector<uint8_t>(size_t(w) * h * 3)};
   std::mt19937 rng(seed);
   for (auto& p : img.rgb) p = uint8_t(rng());
   return img;
 }
 
 inline std::string png_bytes(int w, int h, uint32_t seed = 1) {
-  return grounding::encode_png(noise_image(w, h, seed));
+  return vision::encode_png(noise_image(w, h, seed));
 }
 
-inline std::string jpeg_bytes(const grounding::Image& img) {
+inline std::string jpeg_bytes(const vision::Image& img) {
   std::string out;
   auto write = [](void* ctx, void* data, int size) {
     static_cast<std::string*>(ctx)->append(static_cast<char*>(data), size_t(size));
@@ -58,7 +66,7 @@ inline std::string jpeg_bytes(int w, int h, uint32_t seed = 1) { return jpeg_byt
 struct TestServer {
   explicit TestServer(serve::ServeOptions o = {}) {
     o.port = 0;
-    server = std::make_unique<serve::Server>(demo_detector(), o, 0.01);
+    server = std::make_unique<serve::Server>(demo_pipeline(), o, 0.01);
     port = server->start();
   }
   httplib::Client client() const {

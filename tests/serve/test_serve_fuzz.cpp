@@ -64,7 +64,7 @@ std::string broken_image(std::mt19937& rng, const std::string& png, const std::s
 
 Malformed make_malformed(std::mt19937& rng, const std::string& png, const std::string& jpg) {
   Malformed m;
-  std::string good_json = json({{"image", serve::base64_encode(png)}, {"prompt", "dog . cat"}}).dump();
+  std::string good_json = json({{"image", base64_encode(png)}, {"prompt", "dog . cat"}}).dump();
   std::string good_multipart = multipart("b0und", {{"image", png}, {"prompt", "dog . cat"}});
   static const char* types[] = {"application/json", "multipart/form-data; boundary=zz", "text/plain",
                                 "application/octet-stream", "application/json; charset=utf-8"};
@@ -97,7 +97,7 @@ Malformed make_malformed(std::mt19937& rng, const std::string& png, const std::s
     case 5: {
       m.kind = "JSON with wrong types";
       json values[] = {5, 1.5, true, nullptr, json::array({1}), json::object({{"a", 1}}), "x"};
-      json j = {{"image", serve::base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 0.3}};
+      json j = {{"image", base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 0.3}};
       const char* keys[] = {"image", "prompt", "box_threshold"};
       std::string key = keys[rng() % 3];
       json v = values[rng() % 7];
@@ -112,12 +112,12 @@ Malformed make_malformed(std::mt19937& rng, const std::string& png, const std::s
     }
     case 6:
       m.kind = "JSON with a broken image";
-      m.body = json({{"image", serve::base64_encode(broken_image(rng, png, jpg))}, {"prompt", "dog"}}).dump();
+      m.body = json({{"image", base64_encode(broken_image(rng, png, jpg))}, {"prompt", "dog"}}).dump();
       m.content_type = "application/json";
       break;
     case 7: {
       m.kind = "JSON with bad base64";
-      std::string b64 = serve::base64_encode(png);
+      std::string b64 = base64_encode(png);
       b64[rng() % b64.size()] = "!*#\x01\xff-_"[rng() % 7];
       m.body = json({{"image", b64}, {"prompt", "dog"}}).dump(-1, ' ', false, json::error_handler_t::replace);
       m.content_type = "application/json";

@@ -80,18 +80,18 @@ TEST_F(ServeHttp, HealthAndModelMetadata) {
 TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
   auto detector = test::demo_detector();
   const std::string prompt = test::demo_prompt(), png = test::demo_png();
-  const std::string jpg = test::jpeg_bytes(grounding::decode_image(png, "demo.png"));
+  const std::string jpg = test::jpeg_bytes(vision::decode_image(png, "demo.png"));
   auto c = client();
   for (auto& [bytes, multipart] : {std::pair{png, true}, std::pair{jpg, false}}) {
     httplib::Result r =
         multipart
             ? post_detect(c, bytes, prompt)
-            : c.Post("/v1/detect", json({{"image", serve::base64_encode(bytes)}, {"prompt", prompt}}).dump(),
+            : c.Post("/v1/detect", json({{"image", base64_encode(bytes)}, {"prompt", prompt}}).dump(),
                      "application/json");
     ASSERT_TRUE(r);
     ASSERT_EQ(r->status, 200) << r->body;
     json j = json::parse(r->body);
-    grounding::Image img = grounding::decode_image(bytes, "test");
+    vision::Image img = vision::decode_image(bytes, "test");
     auto expected = detector->detect({&img}, detector->encode(prompt))[0];
     ASSERT_GT(expected.size(), 0u);
     ASSERT_EQ(j["detections"].size(), expected.size());
@@ -121,7 +121,7 @@ TEST_F(ServeHttp, ThresholdsPerRequest) {
   for (auto& d : many["detections"]) EXPECT_GT(d["score"].get<double>(), 0.05);
   auto none = body_json(
       c.Post("/v1/detect",
-             json({{"image", serve::base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 1.0}}).dump(),
+             json({{"image", base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", 1.0}}).dump(),
              "application/json"));
   EXPECT_EQ(none["detections"].size(), 0u);
 }
@@ -180,7 +180,7 @@ TEST_F(ServeHttp, BadDetectRequestsAre4xxNamingTheProblem) {
        400, "between 0 and 1"},
       {"JSON prompt a number",
        [&] {
-         return c.Post("/v1/detect", as_json({{"image", serve::base64_encode(png)}, {"prompt", 5}}),
+         return c.Post("/v1/detect", as_json({{"image", base64_encode(png)}, {"prompt", 5}}),
                        "application/json");
        },
        400, "'prompt' is JSON number"},
@@ -193,7 +193,7 @@ TEST_F(ServeHttp, BadDetectRequestsAre4xxNamingTheProblem) {
        [&] {
          return c.Post(
              "/v1/detect",
-             as_json({{"image", serve::base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", "0.3"}}),
+             as_json({{"image", base64_encode(png)}, {"prompt", "dog"}, {"box_threshold", "0.3"}}),
              "application/json");
        },
        400, "'box_threshold' is JSON string"},

@@ -45,38 +45,6 @@ TEST(ServeMetrics, RendersPrometheusText) {
   EXPECT_THROW(m.add("undeclared"), Error);
 }
 
-TEST(ServeRequest, Base64) {
-  std::string all;
-  for (int i = 0; i < 256; i++) all.push_back(char(i));
-  for (size_t n : {0, 1, 2, 3, 4, 255, 256})
-    EXPECT_EQ(base64_decode(base64_encode(all.substr(0, n))), all.substr(0, n));
-  EXPECT_EQ(base64_decode("aGVs\nbG8="), "hello");
-  EXPECT_EQ(base64_decode("aGVsbG8"), "hello");  // unpadded
-  EXPECT_EQ(base64_decode("data:image/png;base64,aGVsbG8="), "hello");
-  auto error = [](const std::string& s) {
-    try {
-      base64_decode(s);
-    } catch (const HttpError& e) {
-      EXPECT_EQ(e.status(), 400);
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_TRUE(contains(error("aGV*bG8="), "character 3")) << error("aGV*bG8=");
-  EXPECT_TRUE(contains(error("aGVsb"), "not a possible length"));
-  EXPECT_TRUE(contains(error("aGVsbG8=aGVs"), "after '=' padding"));
-  EXPECT_TRUE(contains(error("aGVsbG==="), "padding"));
-}
-
-TEST(ServeRequest, Utf8) {
-  EXPECT_EQ(invalid_utf8_at("person . caf\xc3\xa9 ."), std::string::npos);
-  EXPECT_EQ(invalid_utf8_at("ab\xff"), 2u);
-  EXPECT_EQ(invalid_utf8_at("a\xc3"), 1u);             // cut short
-  EXPECT_EQ(invalid_utf8_at("\xc0\xaf"), 0u);          // overlong
-  EXPECT_EQ(invalid_utf8_at("\xed\xa0\x80"), 0u);      // surrogate
-  EXPECT_EQ(invalid_utf8_at("\xf4\x90\x80\x80"), 0u);  // past U+10FFFF
-}
-
 TEST(ServeRequest, KServeDatatypes) {
   EXPECT_EQ(kserve_datatype(DType::f32), "FP32");
   EXPECT_EQ(kserve_datatype(DType::i64), "INT64");

@@ -54,14 +54,6 @@ void check_grounding_contract(const Model& model) {
   fail(msg);
 }
 
-float iou(const Detection& a, const Detection& b) {
-  float ix = std::max(0.f, std::min(a.x2, b.x2) - std::max(a.x1, b.x1));
-  float iy = std::max(0.f, std::min(a.y2, b.y2) - std::max(a.y1, b.y1));
-  float inter = ix * iy;
-  float uni = (a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter;
-  return uni > 0 ? inter / uni : 0.f;
-}
-
 std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries, int64_t token_slots,
                                    const EncodedCaption& caption, int image_width, int image_height,
                                    const DetectOptions& o) {
@@ -85,7 +77,7 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
       for (int64_t t = ph.begin; t < ph.end && t < token_slots; t++) {
         if (prob[t] > best_phrase) {
           best_phrase = prob[t];
-          d.phrase = int(p);
+          d.category = int(p);
           d.label = ph.text;
         }
       }
@@ -105,7 +97,7 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
     std::vector<Detection> kept;
     for (auto& d : out) {
       bool suppressed = false;
-      for (auto& k : kept) suppressed = suppressed || (k.label == d.label && iou(k, d) > o.nms_iou);
+      for (auto& k : kept) suppressed = suppressed || (k.label == d.label && vision::iou(k, d) > o.nms_iou);
       if (!suppressed) kept.push_back(d);
     }
     out = std::move(kept);
@@ -128,7 +120,7 @@ float metadata_float(const Model& m, const std::string& key, float fallback) {
 }  // namespace
 
 Detector::Detector(Model model, const std::string& vocab_path, SessionOptions session_options)
-    : tokenizer_(BertTokenizer::load(vocab_path)) {
+    : tokenizer_(text::BertTokenizer::load(vocab_path)) {
   check_grounding_contract(model);
   options_.resize.short_side = int(metadata_float(model, "vlrt.short_side", float(options_.resize.short_side)));
   options_.resize.max_side = int(metadata_float(model, "vlrt.max_side", float(options_.resize.max_side)));
@@ -188,29 +180,35 @@ TensorMap grounding_inputs(Tensor img, const TextInputs& text) {
           {"text_token_mask", repeat_batch(text.text_token_mask, n)}};
 }
 
-std::vector<std::vector<Detection>> Detector::detect(const std::vector<const Image*>& images,
+std::pair<Tensor, Tensor> Detector::run(Tensor pixels, const EncodedCaption& caption) {
+  int64_t n = pixels.dim(0);
+  TensorMap out = session_->run(grounding_inputs(std::move(pixels), make_text_inputs(tokenizer_, {caption})));
+  Tensor& logits = out.at("logits");
+  Tensor& boxes = out.at("boxes");
+  VLRT_CHECK(logits.rank() == 3 && logits.dim(0) == n && boxes.rank() == 3 && boxes.dim(0) == n &&
+                 boxes.dim(2) == 4 && boxes.dim(1) == logits.dim(1),
+             "model outputs logits ", logits.describe(), " and boxes ", boxes.describe(),
+             "; expected [B,Q,T] and [B,Q,4]");
+  return {std::move(logits), std::move(boxes)};
+}
+
+std::vector<std::vector<Detection>> Detector::detect(const std::vector<const vision::Image*>& images,
                                                      const EncodedCaption& caption) {
   std::vector<std::vector<Detection>> results(images.size());
-  TextInputs text = make_text_inputs(tokenizer_, {caption});
   size_t i = 0;
   while (i < images.size()) {
     auto [w, h] = input_size(*images[i]);
     size_t j = i + 1;
     while (j < images.size() && input_size(*images[j]) == std::make_pair(w, h)) j++;
-    std::vector<Image> resized;
+    std::vector<vision::Image> resized;
     resized.reserve(j - i);
     for (size_t k = i; k < j; k++)
-      resized.push_back(images[k]->width == w && images[k]->height == h ? *images[k] : resize_bilinear(*images[k], w, h));
-    std::vector<const Image*> ptrs;
+      resized.push_back(images[k]->width == w && images[k]->height == h ? *images[k]
+                                                                        : vision::resize_bilinear(*images[k], w, h));
+    std::vector<const vision::Image*> ptrs;
     for (auto& r : resized) ptrs.push_back(&r);
     int64_t n = int64_t(j - i);
-    TensorMap out = session_->run(grounding_inputs(normalize_images(ptrs), text));
-    const Tensor& logits = out.at("logits");
-    const Tensor& boxes = out.at("boxes");
-    VLRT_CHECK(logits.rank() == 3 && logits.dim(0) == n && boxes.rank() == 3 && boxes.dim(2) == 4 &&
-                   boxes.dim(1) == logits.dim(1),
-               "model outputs logits ", logits.describe(), " and boxes ", boxes.describe(),
-               "; expected [B,Q,T] and [B,Q,4]");
+    auto [logits, boxes] = run(vision::normalize_images(ptrs), caption);
     int64_t q = logits.dim(1), t = logits.dim(2);
     for (int64_t b = 0; b < n; b++)
       results[i + b] = postprocess(logits.data<float>() + b * q * t, boxes.data<float>() + b * q * 4, q, t, caption,

@@ -8,24 +8,22 @@
 #include <vector>
 
 #include "exec/session.h"
-#include "pipelines/grounding/image.h"
 #include "pipelines/grounding/text_inputs.h"
-#include "pipelines/grounding/tokenizer.h"
+#include "text/bert_tokenizer.h"
+#include "vision/detection.h"
+#include "vision/image.h"
 
 namespace vlrt::grounding {
 
-struct Detection {
-  std::string label;  // the prompt's phrase with the best token score above the text threshold
-  int phrase = -1;    // its index in the caption's phrases (-1: no token passed the threshold)
-  float score = 0;    // the query's highest token probability
-  float x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // pixels of the original image
-};
+// label: the prompt's phrase with the best token score above the text threshold; category:
+// its index in the caption's phrases; score: the query's highest token probability.
+using vision::Detection;
 
 struct DetectOptions {
   float box_threshold = 0.35f;
   float text_threshold = 0.25f;
   float nms_iou = 0;  // > 0: per-label non-maximum suppression at this IoU
-  ResizeOptions resize;
+  vision::ResizeOptions resize;
   int64_t max_text_length = kDefaultMaxTextLength;
 };
 
@@ -39,8 +37,6 @@ void check_grounding_contract(const Model& model);
 std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries, int64_t token_slots,
                                    const EncodedCaption& caption, int image_width, int image_height,
                                    const DetectOptions& options);
-
-float iou(const Detection& a, const Detection& b);
 
 // The model's inputs: `img` [n,3,H,W] already normalized, the caption's text tensors
 // repeated for each of the n images.
@@ -57,22 +53,25 @@ class Detector {
   Detector(Model model, const std::string& vocab_path, SessionOptions session_options);
 
   DetectOptions& options() { return options_; }
-  const BertTokenizer& tokenizer() const { return tokenizer_; }
+  const text::BertTokenizer& tokenizer() const { return tokenizer_; }
   Session& session() { return *session_; }
 
   // Tokenizes once; a truncation warning is returned in caption.warning.
   EncodedCaption encode(const std::string& prompt) const;
   // The model's input size for an image of this size.
-  std::pair<int, int> input_size(const Image& img) const { return target_size(img.width, img.height, options_.resize); }
+  std::pair<int, int> input_size(const vision::Image& img) const { return vision::target_size(img.width, img.height, options_.resize); }
   // Detections for each image; images of different sizes run one by one, same-sized
   // ones in one batch.
-  std::vector<std::vector<Detection>> detect(const std::vector<const Image*>& images, const EncodedCaption& caption);
+  std::vector<std::vector<Detection>> detect(const std::vector<const vision::Image*>& images, const EncodedCaption& caption);
+  // The model's logits [n,Q,T] and boxes [n,Q,4] for n images already resized and normalized
+  // (`pixels` [n,3,H,W]); fails when the outputs do not have these shapes.
+  std::pair<Tensor, Tensor> run(Tensor pixels, const EncodedCaption& caption);
   // The largest batch of images of this size that the memory plan allows (>= 1).
   int64_t max_batch(int width, int height, const EncodedCaption& caption);
 
  private:
   std::unique_ptr<Session> session_;
-  BertTokenizer tokenizer_;
+  text::BertTokenizer tokenizer_;
   DetectOptions options_;
 };
 

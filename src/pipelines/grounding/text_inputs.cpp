@@ -3,9 +3,12 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "pipelines/grounding/unicode.h"
+#include "text/unicode.h"
 
 namespace vlrt::grounding {
+
+using text::CodePoint;
+using text::WordPiece;
 
 namespace {
 
@@ -23,17 +26,16 @@ std::string quoted_list(const std::vector<std::string>& items) {
 }  // namespace
 
 std::string normalize_caption(std::string_view caption) {
-  std::vector<CodePoint> text = to_lower(decode_utf8(caption), true);
-  auto first =
-      std::find_if(text.begin(), text.end(), [](const CodePoint& c) { return !is_python_space(c.cp); });
-  auto last =
-      std::find_if(text.rbegin(), text.rend(), [](const CodePoint& c) { return !is_python_space(c.cp); });
-  std::string out = first < last.base() ? encode_utf8({first, last.base()}) : "";
+  std::vector<CodePoint> lower = text::to_lower(text::decode_utf8(caption), true);
+  auto not_space = [](const CodePoint& c) { return !text::is_python_space(c.cp); };
+  auto first = std::find_if(lower.begin(), lower.end(), not_space);
+  auto last = std::find_if(lower.rbegin(), lower.rend(), not_space);
+  std::string out = first < last.base() ? text::encode_utf8({first, last.base()}) : "";
   if (!out.ends_with('.')) out += '.';
   return out;
 }
 
-EncodedCaption encode_caption(const BertTokenizer& tokenizer, std::string_view caption, int64_t max_length) {
+EncodedCaption encode_caption(const text::BertTokenizer& tokenizer, std::string_view caption, int64_t max_length) {
   VLRT_CHECK(max_length >= 3, "the maximum text length must be at least 3 ([CLS], '.', [SEP]), got ",
              max_length);
   EncodedCaption e;
@@ -85,7 +87,7 @@ EncodedCaption encode_caption(const BertTokenizer& tokenizer, std::string_view c
   return e;
 }
 
-TextInputs make_text_inputs(const BertTokenizer& tokenizer, const std::vector<EncodedCaption>& captions) {
+TextInputs make_text_inputs(const text::BertTokenizer& tokenizer, const std::vector<EncodedCaption>& captions) {
   VLRT_CHECK(!captions.empty(), "make_text_inputs: no captions");
   int64_t batch = int64_t(captions.size());
   int64_t len = 0;

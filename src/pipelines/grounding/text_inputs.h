@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "pipelines/grounding/tokenizer.h"
+#include "text/bert_tokenizer.h"
 
 namespace vlrt::grounding {
 
@@ -38,7 +38,7 @@ std::string normalize_caption(std::string_view caption);
 // Normalizes and tokenizes; when [CLS] tokens [SEP] exceed max_length, drops whole phrases from
 // the end (the rest stays valid: each kept phrase with its separator, then [SEP]) and says so in
 // `warning`. Fails on a caption with no words, or whose first phrase alone does not fit.
-EncodedCaption encode_caption(const BertTokenizer& tokenizer, std::string_view caption,
+EncodedCaption encode_caption(const text::BertTokenizer& tokenizer, std::string_view caption,
                               int64_t max_length = kDefaultMaxTextLength);
 
 // The model's text inputs for a batch of captions padded with [PAD] to the longest.
@@ -49,6 +49,6 @@ struct TextInputs {
   Tensor token_type_ids;   // int64 [B,L]: zeros
   Tensor text_token_mask;  // bool [B,L,L]: block-diagonal, one block per phrase and its separator
 };
-TextInputs make_text_inputs(const BertTokenizer& tokenizer, const std::vector<EncodedCaption>& captions);
+TextInputs make_text_inputs(const text::BertTokenizer& tokenizer, const std::vector<EncodedCaption>& captions);
 
 }  // namespace vlrt::grounding

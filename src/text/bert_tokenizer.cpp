@@ -1,13 +1,13 @@
-#include "pipelines/grounding/tokenizer.h"
+#include "text/bert_tokenizer.h"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
-#include "pipelines/grounding/unicode.h"
+#include "text/unicode.h"
 
-namespace vlrt::grounding {
+namespace vlrt::text {
 
 namespace {
 
@@ -136,4 +136,4 @@ std::vector<WordPiece> BertTokenizer::tokenize(std::string_view text) const {
   return out;
 }
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::text

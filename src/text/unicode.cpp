@@ -1,9 +1,9 @@
-#include "pipelines/grounding/unicode.h"
+#include "text/unicode.h"
 
 #include <algorithm>
 #include <iterator>
 
-namespace vlrt::grounding {
+namespace vlrt::text {
 
 namespace {
 
@@ -20,7 +20,7 @@ struct Decomposition {
   uint32_t out[3];
 };
 
-#include "pipelines/grounding/unicode_tables.inc"
+#include "text/unicode_tables.inc"
 
 template <size_t N>
 bool in_ranges(const CodeRange (&table)[N], char32_t cp) {
@@ -169,4 +169,25 @@ std::vector<CodePoint> strip_accents(const std::vector<CodePoint>& text) {
   return out;
 }
 
-}  // namespace vlrt::grounding
+size_t invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+    for (size_t k = 1; k < n; k++) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 2) return i;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace vlrt::text

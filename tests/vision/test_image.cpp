@@ -1,11 +1,9 @@
 #include <gtest/gtest.h>
 
 #include "cli_util.h"
-#include "pipelines/grounding/detector.h"
-#include "pipelines/grounding/draw.h"
-#include "pipelines/grounding/image.h"
+#include "vision/image.h"
 
-namespace vlrt::grounding {
+namespace vlrt::vision {
 
 namespace {
 std::string fixture(const std::string& name) { return test::source_path("tests/fixtures/image/" + name); }
@@ -70,52 +68,4 @@ TEST(Image, NormalizesWithImageNetStatistics) {
   EXPECT_NEAR(t.data<float>()[2], (0.0f - 0.456f) / 0.224f, 1e-6);
 }
 
-TEST(Postprocess, ThresholdsPhrasesAndNms) {
-  // Two queries over a caption "red circle . blue star ." (tokens: [CLS] red circle . blue star . [SEP]).
-  EncodedCaption cap;
-  cap.phrases = {{"red circle", 1, 3}, {"blue star", 4, 6}};
-  const int64_t T = 8;
-  std::vector<float> logits(3 * T, -10.f);
-  logits[0 * T + 1] = 2.f;   // query 0: "red" strong
-  logits[0 * T + 2] = 1.f;   // "circle" passes too
-  logits[1 * T + 5] = 3.f;   // query 1: "star" only -> the whole phrase "blue star"
-  logits[2 * T + 2] = 1.5f;  // query 2: a weaker duplicate of query 0
-  std::vector<float> boxes = {0.5f, 0.5f, 0.2f, 0.2f, 0.25f, 0.25f, 0.1f, 0.1f, 0.5f, 0.5f, 0.21f, 0.2f};
-  DetectOptions o;
-  auto dets = postprocess(logits.data(), boxes.data(), 3, T, cap, 200, 100, o);
-  ASSERT_EQ(dets.size(), 3u);
-  EXPECT_EQ(dets[0].label, "blue star");
-  EXPECT_NEAR(dets[0].x1, 40.f, 1e-4);
-  EXPECT_NEAR(dets[0].y2, 30.f, 1e-4);
-  EXPECT_EQ(dets[1].label, "red circle");
-  o.nms_iou = 0.5f;
-  EXPECT_EQ(postprocess(logits.data(), boxes.data(), 3, T, cap, 200, 100, o).size(), 2u);
-  o.box_threshold = 0.99f;
-  EXPECT_TRUE(postprocess(logits.data(), boxes.data(), 3, T, cap, 200, 100, o).empty());
-}
-
-}  // namespace vlrt::grounding
-
-namespace vlrt::grounding {
-
-TEST(Draw, BoxEdgesAndALabelThatStaysInsideTheImage) {
-  Image black{120, 60, std::vector<uint8_t>(120 * 60 * 3, 0)};
-  Detection d;
-  d.label = "purple star";
-  d.score = 0.9f;
-  d.x1 = 100, d.y1 = 30, d.x2 = 118, d.y2 = 50;
-  Image out = draw_detections(black, {d});
-  auto lit = [&](int x, int y) {
-    const uint8_t* p = &out.rgb[(size_t(y) * out.width + x) * 3];
-    return p[0] + p[1] + p[2] > 0;
-  };
-  EXPECT_TRUE(lit(100, 40));   // left edge
-  EXPECT_TRUE(lit(117, 40));   // right edge
-  EXPECT_FALSE(lit(109, 40));  // inside the box
-  // The label above the box is wider than the room right of x1: it is moved left to fit.
-  EXPECT_TRUE(lit(119, 25));
-  EXPECT_TRUE(lit(70, 25));
-  EXPECT_FALSE(lit(10, 40));  // nothing drawn elsewhere
-}
-
-}  // namespace vlrt::grounding
+}  // namespace vlrt::vision

@@ -1,10 +1,10 @@
-#include "pipelines/grounding/image.h"
+#include "vision/image.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "load/onnx_loader.h"
+#include "io/files.h"
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
@@ -17,7 +17,7 @@
 #define STBI_WRITE_NO_STDIO
 #include <stb/stb_image_write.h>
 
-namespace vlrt::grounding {
+namespace vlrt::vision {
 
 namespace {
 
@@ -286,4 +286,4 @@ std::string encode_png(const Image& img) {
   return out;
 }
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::vision

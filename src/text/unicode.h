@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace vlrt::grounding {
+namespace vlrt::text {
 
 // A code point and the bytes [begin, end) of the UTF-8 text it came from, so that words
 // keep their place in the caption through lower-casing and accent stripping.
@@ -20,6 +20,9 @@ struct CodePoint {
 std::vector<CodePoint> decode_utf8(std::string_view text);
 void append_utf8(std::string& out, char32_t cp);
 std::string encode_utf8(const std::vector<CodePoint>& text);
+// Position of the first byte that is not valid UTF-8 (overlong forms and surrogates
+// included), or npos.
+size_t invalid_utf8_at(std::string_view s);
 
 bool is_control(char32_t cp);          // categories C*, except \t \n \r (BERT's _is_control)
 bool is_bert_whitespace(char32_t cp);  // space, \t, \n, \r and category Zs (BERT's _is_whitespace)
@@ -36,4 +39,4 @@ std::vector<CodePoint> to_lower(const std::vector<CodePoint>& text, bool final_s
 // except for runs of several spacing combining marks, which no vocab has words for.
 std::vector<CodePoint> strip_accents(const std::vector<CodePoint>& text);
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::text

@@ -1,4 +1,4 @@
-#include "pipelines/grounding/draw.h"
+#include "vision/draw.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #define STB_EASY_FONT_IMPLEMENTATION
 #include <stb/stb_easy_font.h>
 
-namespace vlrt::grounding {
+namespace vlrt::vision {
 
 namespace {
 
@@ -74,4 +74,4 @@ Image draw_detections(const Image& src, const std::vector<Detection>& detections
   return img;
 }
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::vision

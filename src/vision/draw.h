@@ -3,11 +3,11 @@
 
 #include <vector>
 
-#include "pipelines/grounding/detector.h"
-#include "pipelines/grounding/image.h"
+#include "vision/detection.h"
+#include "vision/image.h"
 
-namespace vlrt::grounding {
+namespace vlrt::vision {
 
 Image draw_detections(const Image& img, const std::vector<Detection>& detections);
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::vision

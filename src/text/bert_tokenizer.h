@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace vlrt::grounding {
+namespace vlrt::text {
 
 // A WordPiece and the bytes [begin, end) of the text its word came from (every piece of a
 // word has the word's span), so that phrases can be cut from the caption as written.
@@ -62,4 +62,4 @@ class BertTokenizer {
   int64_t cls_, sep_, pad_, unk_, dot_, question_;
 };
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::text

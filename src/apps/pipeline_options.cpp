@@ -1,10 +1,13 @@
-#include "apps/grounding_options.h"
+#include "apps/pipeline_options.h"
 
 #include "integrity/load_model.h"
 
 namespace vlrt {
 
-void add_grounding_options(CLI::App* cmd, GroundingArgs& a) {
+void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
+  std::string names;
+  for (auto& p : pipelines()) names += cat(names.empty() ? "" : ", ", p.name, " (", p.summary, ")");
+  cmd->add_option("--pipeline", a.pipeline, "what to run the model for: " + names)->capture_default_str();
   cmd->add_option("-m,--model", a.model,
                   "GroundingDINO-contract ONNX model (default: the shipped demo model)");
   cmd->add_option("--vocab", a.vocab, "BERT vocab.txt (default: vocab.txt beside the model)");
@@ -29,31 +32,31 @@ void add_grounding_options(CLI::App* cmd, GroundingArgs& a) {
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check manifest sizes only, not SHA-256");
 }
 
-std::unique_ptr<grounding::Detector> make_detector(const GroundingArgs& a) {
-  std::string model_path = a.model.empty() ? grounding::default_model_path() : a.model;
-  if (model_path.empty())
-    fail("no model given and the demo model (models/demo/model.onnx) was not found; pass --model MODEL.onnx");
-  Model model = load_model(model_path, {.verify_hash = !a.no_verify_hash});
-  std::string vocab = a.vocab.empty() ? grounding::default_vocab_path(model) : a.vocab;
-  if (vocab.empty()) fail("no vocab given and none beside ", model_path, "; pass --vocab vocab.txt");
-  SessionOptions so;
-  so.threads = a.threads;
-  so.plan = plan_options(a.device_args);
-  auto d = std::make_unique<grounding::Detector>(std::move(model), vocab, so);
-  auto& o = d->options();
-  if (a.box_threshold) o.box_threshold = *a.box_threshold;
-  if (a.text_threshold) o.text_threshold = *a.text_threshold;
-  if (a.nms) o.nms_iou = *a.nms;
-  if (a.short_side) o.resize.short_side = *a.short_side;
-  if (a.max_side) o.resize.max_side = *a.max_side;
+std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& a) {
+  const PipelineInfo& info = find_pipeline(a.pipeline);
+  PipelineConfig config;
+  config.vocab = a.vocab;
+  config.session.threads = a.threads;
+  config.session.plan = plan_options(a.device_args);
+  if (a.box_threshold) config.settings["box_threshold"] = *a.box_threshold;
+  if (a.text_threshold) config.settings["text_threshold"] = *a.text_threshold;
+  if (a.nms) config.settings["nms"] = *a.nms;
+  if (a.short_side) config.settings["short_side"] = *a.short_side;
+  if (a.max_side) config.settings["max_side"] = *a.max_side;
   if (!a.size.empty()) {
     auto [name, shape] = parse_shape_arg("size=" + a.size);
     if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0)
       fail("--size expects WxH, e.g. 800x800, got '", a.size, "'");
-    o.resize.fixed_width = int(shape[0]);
-    o.resize.fixed_height = int(shape[1]);
+    config.settings["width"] = double(shape[0]);
+    config.settings["height"] = double(shape[1]);
   }
-  return d;
+  std::string model_path = a.model;
+  if (model_path.empty()) {
+    if (!info.default_model) fail("no model given; pass --model MODEL.onnx");
+    model_path = info.default_model();
+  }
+  Model model = load_model(model_path, {.verify_hash = !a.no_verify_hash});
+  return info.make(std::move(model), config);
 }
 
 }  // namespace vlrt

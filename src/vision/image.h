@@ -1,6 +1,5 @@
-// Images in, model input out: decode (PNG/JPEG/BMP), EXIF orientation, the
-// reference's aspect-keeping resize (PIL bilinear, antialiased) and ImageNet
-// normalization.
+// Images in, model input out: decode (PNG/JPEG/BMP), EXIF orientation, the DETR-family
+// aspect-keeping resize (PIL bilinear, antialiased) and ImageNet normalization; PNG out.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +9,7 @@
 
 #include "core/tensor.h"
 
-namespace vlrt::grounding {
+namespace vlrt::vision {
 
 // 8-bit RGB, rows top to bottom, pixels interleaved.
 struct Image {
@@ -38,7 +37,7 @@ struct ResizeOptions {
   int fixed_height = 0;
 };
 
-// Output (width, height) as GroundingDINO's RandomResize computes it.
+// Output (width, height) as DETR's and GroundingDINO's RandomResize compute it.
 std::pair<int, int> target_size(int width, int height, const ResizeOptions& o);
 
 // PIL's bilinear resize (Image.resize, BILINEAR with its antialiasing filter
@@ -52,4 +51,4 @@ Tensor normalize_images(const std::vector<const Image*>& images);
 // PNG encoding of an image.
 std::string encode_png(const Image& img);
 
-}  // namespace vlrt::grounding
+}  // namespace vlrt::vision

@@ -1,0 +1,240 @@
+// GroundingDINO as a pipeline: a prompt and an image in, labelled boxes out; served at
+// /v1/detect, labelled with by `vlrt label`, run by `vlrt detect`.
+#include "pipelines/pipeline.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "pipelines/grounding/detector.h"
+#include "pipelines/grounding/request.h"
+#include "text/unicode.h"
+
+namespace vlrt {
+
+namespace grounding {
+
+namespace {
+
+struct GroundingQuery : Query {
+  EncodedCaption caption;
+};
+
+struct GroundingRequest : Request {
+  DetectRequest fields;  // as parsed; the image's bytes are let go once decoded
+  std::shared_ptr<const GroundingQuery> query;
+  DetectOptions options;      // the pipeline's, with the request's thresholds
+  int width = 0, height = 0;  // the original image
+  int input_width = 0, input_height = 0;
+  Tensor pixels;         // float32 [1,3,h,w], normalized
+  Tensor logits, boxes;  // the whole batch's outputs (shared); this request's row
+  int64_t row = 0;
+  std::vector<Detection> detections;
+};
+
+GroundingRequest& as_grounding(Request& r) { return static_cast<GroundingRequest&>(r); }
+const GroundingRequest& as_grounding(const Request& r) { return static_cast<const GroundingRequest&>(r); }
+
+class GroundingPipeline : public Pipeline {
+ public:
+  explicit GroundingPipeline(std::unique_ptr<Detector> detector) : detector_(std::move(detector)) {}
+
+  std::string name() const override { return "grounding"; }
+  Session& session() override { return detector_->session(); }
+  std::string endpoint() const override { return "/v1/detect"; }
+
+  std::unique_ptr<Request> parse(const RequestBody& body) const override {
+    auto r = std::make_unique<GroundingRequest>();
+    r->fields = parse_detect_request(body);
+    return r;
+  }
+
+  void preprocess(Request& base, const RequestLimits& limits) const override {
+    GroundingRequest& r = as_grounding(base);
+    const std::string& prompt = r.fields.prompt;
+    size_t bad = text::invalid_utf8_at(prompt);
+    if (bad != std::string::npos) refuse(400, "'prompt' is not valid UTF-8 (byte ", bad, ")");
+    if (prompt.find_first_not_of(" \t\r\n") == std::string::npos)
+      refuse(400, "'prompt' is empty; give phrases separated by ' . ', e.g. \"person . bicycle .\"");
+    if (prompt.size() > limits.max_prompt_bytes)
+      refuse(400, "'prompt' is ", prompt.size(), " bytes; the limit is ", limits.max_prompt_bytes,
+             " (a GroundingDINO caption holds at most ", detector_->options().max_text_length, " tokens)");
+    std::shared_ptr<const GroundingQuery> q;
+    try {
+      q = make_query(prompt);
+    } catch (const Error& e) {
+      refuse(400, "'prompt': ", e.what());
+    }
+    vision::Image img;
+    try {
+      img = vision::decode_image(r.fields.image, "image", limits.max_image_pixels);
+    } catch (const Error& e) {
+      refuse(400, e.what());
+    }
+    std::string().swap(r.fields.image);
+    r.options = detector_->options();
+    if (r.fields.box_threshold) r.options.box_threshold = *r.fields.box_threshold;
+    if (r.fields.text_threshold) r.options.text_threshold = *r.fields.text_threshold;
+    prepare(r, std::move(q), img);
+  }
+
+  Signature signature(const Request& base, int64_t n) const override {
+    const GroundingRequest& r = as_grounding(base);
+    return grounding_signature(n, r.input_width, r.input_height, int64_t(r.query->caption.input_ids.size()));
+  }
+
+  void run(const std::vector<Request*>& batch) override {
+    GroundingRequest& first = as_grounding(*batch[0]);
+    int64_t n = int64_t(batch.size());
+    Tensor img(DType::f32, {n, 3, first.input_height, first.input_width});
+    for (int64_t i = 0; i < n; i++) {
+      GroundingRequest& r = as_grounding(*batch[size_t(i)]);
+      std::memcpy(static_cast<char*>(img.raw()) + size_t(i) * r.pixels.nbytes(), r.pixels.raw(),
+                  r.pixels.nbytes());
+      r.pixels = Tensor();
+    }
+    auto [logits, boxes] = detector_->run(std::move(img), first.query->caption);
+    for (int64_t i = 0; i < n; i++) {
+      GroundingRequest& r = as_grounding(*batch[size_t(i)]);
+      r.logits = logits;
+      r.boxes = boxes;
+      r.row = i;
+    }
+  }
+
+  void postprocess(Request& base) const override {
+    GroundingRequest& r = as_grounding(base);
+    int64_t q = r.logits.dim(1), t = r.logits.dim(2);
+    r.detections =
+        grounding::postprocess(r.logits.data<float>() + r.row * q * t, r.boxes.data<float>() + r.row * q * 4,
+                               q, t, r.query->caption, r.width, r.height, r.options);
+    r.logits = r.boxes = Tensor();
+  }
+
+  nlohmann::json response(const Request& base) const override {
+    using nlohmann::json;
+    const GroundingRequest& r = as_grounding(base);
+    auto round_to = [](double v, double scale) { return std::round(v * scale) / scale; };  // shorter JSON
+    json dets = json::array();
+    for (auto& d : r.detections)
+      dets.push_back(
+          {{"label", d.label},
+           {"score", round_to(d.score, 1e5)},
+           {"box", {round_to(d.x1, 100), round_to(d.y1, 100), round_to(d.x2, 100), round_to(d.y2, 100)}}});
+    json body = {{"detections", dets},
+                 {"prompt", r.query->caption.caption},
+                 {"image", {{"width", r.width}, {"height", r.height}}},
+                 {"model_input", {{"width", r.input_width}, {"height", r.input_height}}}};
+    if (!r.query->caption.warning.empty()) body["warning"] = r.query->caption.warning;
+    return body;
+  }
+
+  std::unique_ptr<Request> warm_up_request() const override {
+    // A mid-gray 640x480 image and a one-word prompt.
+    auto r = std::make_unique<GroundingRequest>();
+    r->options = detector_->options();
+    prepare(*r, make_query("object ."), vision::Image{640, 480, std::vector<uint8_t>(640 * 480 * 3, 128)});
+    return r;
+  }
+
+  std::shared_ptr<const Query> query(const std::string& prompt) const override { return make_query(prompt); }
+
+  std::unique_ptr<Request> request(const std::shared_ptr<const Query>& query,
+                                   const vision::Image& image) const override {
+    auto q = std::dynamic_pointer_cast<const GroundingQuery>(query);
+    VLRT_CHECK(q, "the grounding pipeline was given a query of another pipeline");
+    auto r = std::make_unique<GroundingRequest>();
+    r->options = detector_->options();
+    prepare(*r, std::move(q), image);
+    return r;
+  }
+
+  Record record(const Request& base) const override {
+    const GroundingRequest& r = as_grounding(base);
+    return {r.width, r.height, r.input_width, r.input_height, r.detections};
+  }
+
+  nlohmann::json settings(const Query& q) const override {
+    const DetectOptions& o = detector_->options();
+    return {{"prompt", q.text}, {"box_threshold", o.box_threshold},  {"text_threshold", o.text_threshold},
+            {"nms", o.nms_iou}, {"short_side", o.resize.short_side}, {"max_side", o.resize.max_side}};
+  }
+
+ private:
+  std::shared_ptr<const GroundingQuery> make_query(const std::string& prompt) const {
+    auto q = std::make_shared<GroundingQuery>();
+    q->caption = detector_->encode(prompt);
+    q->text = q->caption.caption;
+    q->warning = q->caption.warning;
+    for (auto& p : q->caption.phrases) q->categories.push_back(p.text);
+    return q;
+  }
+
+  // Resizes and normalizes the image for the model and sets the batch key.
+  void prepare(GroundingRequest& r, std::shared_ptr<const GroundingQuery> q, const vision::Image& img) const {
+    auto [w, h] = vision::target_size(img.width, img.height, r.options.resize);
+    r.width = img.width;
+    r.height = img.height;
+    r.input_width = w;
+    r.input_height = h;
+    if (img.width != w || img.height != h) {
+      vision::Image resized = vision::resize_bilinear(img, w, h);
+      r.pixels = vision::normalize_images({&resized});
+    } else {
+      r.pixels = vision::normalize_images({&img});
+    }
+    r.batch_key = cat(w, "x", h, "|", q->caption.caption);
+    r.query = std::move(q);
+  }
+
+  std::unique_ptr<Detector> detector_;
+};
+
+// Settings over the model's metadata (Detector reads it), by its key without "vlrt.";
+// width and height fix the input size.
+void apply_settings(DetectOptions& o, const std::map<std::string, double>& settings) {
+  for (auto& [key, v] : settings) {
+    if (key == "box_threshold")
+      o.box_threshold = float(v);
+    else if (key == "text_threshold")
+      o.text_threshold = float(v);
+    else if (key == "nms")
+      o.nms_iou = float(v);
+    else if (key == "short_side")
+      o.resize.short_side = int(v);
+    else if (key == "max_side")
+      o.resize.max_side = int(v);
+    else if (key == "width")
+      o.resize.fixed_width = int(v);
+    else if (key == "height")
+      o.resize.fixed_height = int(v);
+    else
+      fail("the grounding pipeline has no setting '", key,
+           "'; it has box_threshold, text_threshold, nms, short_side, max_side, width, height");
+  }
+}
+
+std::unique_ptr<Pipeline> make_grounding(Model model, const PipelineConfig& config) {
+  std::string vocab = config.vocab.empty() ? default_vocab_path(model) : config.vocab;
+  if (vocab.empty()) fail("no vocab given and none beside ", model.path, "; pass --vocab vocab.txt");
+  auto detector = std::make_unique<Detector>(std::move(model), vocab, config.session);
+  apply_settings(detector->options(), config.settings);
+  return std::make_unique<GroundingPipeline>(std::move(detector));
+}
+
+}  // namespace
+
+}  // namespace grounding
+
+PipelineInfo grounding_pipeline() {
+  return {"grounding", "open-vocabulary detection with a GroundingDINO-contract model",
+          grounding::make_grounding, [] {
+            std::string path = grounding::default_model_path();
+            if (path.empty())
+              fail(
+                  "no model given and the demo model (models/demo/model.onnx) was not found; pass --model "
+                  "MODEL.onnx");
+            return path;
+          }};
+}
+
+}  // namespace vlrt

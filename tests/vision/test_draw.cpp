@@ -1,0 +1,27 @@
+#include <gtest/gtest.h>
+
+#include "vision/draw.h"
+
+namespace vlrt::vision {
+
+TEST(Draw, BoxEdgesAndALabelThatStaysInsideTheImage) {
+  Image black{120, 60, std::vector<uint8_t>(120 * 60 * 3, 0)};
+  Detection d;
+  d.label = "purple star";
+  d.score = 0.9f;
+  d.x1 = 100, d.y1 = 30, d.x2 = 118, d.y2 = 50;
+  Image out = draw_detections(black, {d});
+  auto lit = [&](int x, int y) {
+    const uint8_t* p = &out.rgb[(size_t(y) * out.width + x) * 3];
+    return p[0] + p[1] + p[2] > 0;
+  };
+  EXPECT_TRUE(lit(100, 40));   // left edge
+  EXPECT_TRUE(lit(117, 40));   // right edge
+  EXPECT_FALSE(lit(109, 40));  // inside the box
+  // The label above the box is wider than the room right of x1: it is moved left to fit.
+  EXPECT_TRUE(lit(119, 25));
+  EXPECT_TRUE(lit(70, 25));
+  EXPECT_FALSE(lit(10, 40));  // nothing drawn elsewhere
+}
+
+}  // namespace vlrt::vision
