@@ -66,6 +66,12 @@ int64_t peak_rss_bytes() {
   return int64_t(ru.ru_maxrss) * 1024;
 }
 
+double profile_ms(const Profile& profile) {
+  double ms = 0;
+  for (auto& [op, p] : profile) ms += p.ms;
+  return ms;
+}
+
 // Op types by kernel time, largest first.
 void print_profile(const Profile& profile, int runs) {
   if (profile.empty()) return;
@@ -98,10 +104,21 @@ void bench(const BenchArgs& a) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   Profile profile;
+  std::vector<double> overhead;  // per profiled run: wall time outside the kernels, ms
+  std::vector<double> profiled_wall;
   if (a.profile) {  // separate runs: waiting for each kernel would slow the timed ones
     session.executor().set_profile(&profile);
-    for (int i = 0; i < a.runs; i++) session.run(inputs);
+    for (int i = 0; i < a.runs; i++) {
+      double kernels_before = profile_ms(profile);
+      auto t0 = std::chrono::steady_clock::now();
+      session.run(inputs);
+      double wall = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      profiled_wall.push_back(wall);
+      overhead.push_back(wall - (profile_ms(profile) - kernels_before));
+    }
     session.executor().set_profile(nullptr);
+    std::sort(overhead.begin(), overhead.end());
+    std::sort(profiled_wall.begin(), profiled_wall.end());
   }
   std::sort(ms.begin(), ms.end());
   auto pct = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size() - 1) + 0.5))]; };
@@ -113,12 +130,21 @@ void bench(const BenchArgs& a) {
                         {"peak_rss_bytes", peak}};
     for (auto& [op, p] : profile)
       j["profile"][op] = {{"ms_per_run", p.ms / a.runs}, {"calls_per_run", double(p.calls) / a.runs}};
+    if (!overhead.empty()) {
+      j["profiled_wall_ms"] = profiled_wall[profiled_wall.size() / 2];
+      j["outside_kernels_ms"] = overhead[overhead.size() / 2];
+    }
     std::cout << j.dump() << "\n";
   } else {
     std::printf("%s: %d runs, %d threads\n  min %.2f ms   median %.2f ms   p90 %.2f ms\n  peak RSS %s\n",
                 a.model.c_str(), a.runs, session.threads(), ms.front(), pct(0.5), pct(0.9),
                 human_bytes(double(peak)).c_str());
     print_profile(profile, a.runs);
+    if (!overhead.empty()) {
+      double wall = profiled_wall[profiled_wall.size() / 2], outside = overhead[overhead.size() / 2];
+      std::printf("  profiled runs: median wall %.2f ms, outside kernels %.3f ms per run (%.2f%% of wall)\n", wall,
+                  outside, 100 * outside / wall);
+    }
   }
 }
 

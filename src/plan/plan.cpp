@@ -170,34 +170,20 @@ class Builder {
       p.slots[i].replaced = p.slots[i].constant && readers[i] > 0 && replacing[i] == readers[i];
   }
 
-  void plan_memory(Plan& p) {
-    const Graph& g = model_.graph;
-    size_t n_slots = p.slots.size(), end = p.steps.size();
-    std::vector<size_t> first(n_slots, 0), last(n_slots, 0);
-    std::vector<bool> produced(n_slots, false), output(n_slots, false), shared(n_slots, false);
-    std::vector<int> root(n_slots, -1);  // alias / in-place -> the slot owning the memory
+  // Which slots share memory: views point into their input, and an in-place output
+  // takes over a same-sized input whose last reader is its node. Fills `root` (the slot
+  // owning the memory, -1 for owners) and each slot's alias_of.
+  void share_memory(Plan& p, std::vector<int>& root) const {
+    size_t n_slots = p.slots.size();
+    std::vector<bool> output(n_slots, false), shared(n_slots, false);
     for (int o : p.outputs) output[size_t(o)] = true;
-    auto find_root = [&](int k) {
-      while (root[size_t(k)] >= 0) k = root[size_t(k)];
-      return k;
-    };
-    // The last step reading each slot, first: a value may be taken over in place only by its last reader.
     std::vector<size_t> last_read(n_slots, 0);
     for (size_t si = 0; si < p.steps.size(); si++)
       for (int in : p.steps[si].inputs)
         if (in >= 0) last_read[size_t(in)] = si;
-
     for (size_t si = 0; si < p.steps.size(); si++) {
-      Step& s = p.steps[si];
-      for (int in : s.inputs)
-        if (in >= 0 && !p.slots[size_t(in)].constant) last[size_t(in)] = si;
-      for (int o : s.outputs) {
-        if (o < 0) continue;
-        first[size_t(o)] = last[size_t(o)] = si;
-        produced[size_t(o)] = true;
-      }
+      const Step& s = p.steps[si];
       if (s.kind == Step::Kind::copy) continue;
-      // A view: output 0 is the memory of its input.
       if (s.alias_input >= 0 && s.outputs[0] >= 0 && s.inputs[size_t(s.alias_input)] >= 0) {
         int src = s.inputs[size_t(s.alias_input)];
         p.slots[size_t(s.outputs[0])].alias_of = src;
@@ -206,8 +192,7 @@ class Builder {
           shared[size_t(src)] = true;
         }
       }
-      // In place: the output takes over a same-sized input whose last reader is this node.
-      const Node& n = g.nodes[s.node];
+      const Node& n = model_.graph.nodes[s.node];
       const OpSchema* schema = find_schema(n.domain, n.op_type);
       if (!schema || !schema->in_place || s.outputs.empty() || s.outputs[0] < 0) continue;
       Slot& out = p.slots[size_t(s.outputs[0])];
@@ -224,16 +209,31 @@ class Builder {
         break;
       }
     }
+  }
+
+  // Each memory owner's lifetime in steps (a view or in-place output extends its owner's),
+  // and each step's release list.
+  std::map<int, Lifetime> lifetimes(Plan& p, const std::vector<int>& root) const {
+    size_t n_slots = p.slots.size(), end = p.steps.size();
+    std::vector<size_t> first(n_slots, 0), last(n_slots, 0);
+    std::vector<bool> produced(n_slots, false);
+    for (size_t si = 0; si < p.steps.size(); si++) {
+      for (int in : p.steps[si].inputs)
+        if (in >= 0 && !p.slots[size_t(in)].constant) last[size_t(in)] = si;
+      for (int o : p.steps[si].outputs)
+        if (o >= 0) {
+          first[size_t(o)] = last[size_t(o)] = si;
+          produced[size_t(o)] = true;
+        }
+    }
     // Graph outputs stay alive to the end (they are copied out after the run).
     for (int o : p.outputs)
       if (produced[size_t(o)] || p.slots[size_t(o)].input) last[size_t(o)] = end;
-
-    // Lifetimes of memory owners: a view or in-place output extends its owner's life.
     std::map<int, Lifetime> owners;
     for (size_t k = 0; k < n_slots; k++) {
       if (!produced[k]) continue;
-      int r = find_root(int(k));
-      if (!produced[size_t(r)]) continue;
+      int r = int(k);
+      while (root[size_t(r)] >= 0) r = root[size_t(r)];
       Lifetime& lt = owners[r];
       if (lt.slot < 0) lt = Lifetime{r, p.slots[size_t(r)].bytes, first[size_t(r)], last[size_t(r)]};
       lt.last = std::max(lt.last, last[k]);
@@ -241,8 +241,11 @@ class Builder {
     for (size_t k = 0; k < n_slots; k++)
       if ((produced[k] || p.slots[k].input) && last[k] < end && !p.slots[k].constant)
         p.steps[last[k]].release.push_back(int(k));
+    return owners;
+  }
 
-    // Greedy by size: the biggest values first, each at the lowest offset free during its life.
+  // Greedy by size: the biggest values first, each at the lowest offset free during its life.
+  void place_in_arenas(Plan& p, std::map<int, Lifetime>& owners) const {
     std::map<size_t, std::vector<Lifetime*>> by_lane;
     for (auto& [k, lt] : owners) {
       const Slot& s = p.slots[size_t(k)];
@@ -251,7 +254,8 @@ class Builder {
     for (auto& [lane, lts] : by_lane) {
       size_t align = alignment(p.devices[lane].device);
       std::sort(lts.begin(), lts.end(), [&](const Lifetime* a, const Lifetime* b) {
-        return a->bytes != b->bytes ? a->bytes > b->bytes : p.slots[size_t(a->slot)].value < p.slots[size_t(b->slot)].value;
+        return a->bytes != b->bytes ? a->bytes > b->bytes
+                                    : p.slots[size_t(a->slot)].value < p.slots[size_t(b->slot)].value;
       });
       std::vector<const Lifetime*> placed;
       for (Lifetime* lt : lts) {
@@ -271,9 +275,19 @@ class Builder {
         placed.push_back(lt);
       }
     }
+  }
+
+  void plan_memory(Plan& p) {
+    std::vector<int> root(p.slots.size(), -1);
+    share_memory(p, root);
+    std::map<int, Lifetime> owners = lifetimes(p, root);
+    place_in_arenas(p, owners);
     // Views and in-place outputs sit at their owner's offset.
-    for (size_t k = 0; k < n_slots; k++)
-      if (root[k] >= 0) p.slots[k].offset = p.slots[size_t(find_root(int(k)))].offset;
+    for (size_t k = 0; k < p.slots.size(); k++) {
+      int r = int(k);
+      while (root[size_t(r)] >= 0) r = root[size_t(r)];
+      if (r != int(k)) p.slots[k].offset = p.slots[size_t(r)].offset;
+    }
   }
 
   void summarize(Plan& p) {
@@ -323,6 +337,56 @@ int Plan::slot(const std::string& value, const Device& d) const {
   return -1;
 }
 
+namespace {
+
+// The devices (indices into PlanOptions::devices, in preference order) that can run a
+// node, and why the preferred one cannot. kAnyHost: only the host, though not listed.
+constexpr size_t kAnyHost = size_t(-1);
+struct Candidates {
+  std::vector<size_t> able;
+  std::string first_reason;
+};
+
+std::vector<Candidates> candidate_devices(const Model& model, const InferredGraph& inferred,
+                                          const PlanOptions& options, const PlanHooks& hooks, const Builder& b) {
+  const Graph& g = model.graph;
+  std::vector<Candidates> c(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    if (inferred.folded[i]) continue;
+    const Node& node = g.nodes[i];
+    std::vector<DType> dtypes;
+    const OpSchema* schema = find_schema(node.domain, node.op_type);
+    bool dynamic = schema && schema->data_dependent_shape;
+    for (auto& in : node.inputs) {
+      auto it = in.empty() ? inferred.values.end() : inferred.values.find(in);
+      dtypes.push_back(it == inferred.values.end() ? DType::undefined : it->second.dtype);
+      if (!in.empty() && !b.is_constant(in) && !b.shape_known(in)) dynamic = true;
+    }
+    for (auto& out : node.outputs)
+      if (!out.empty() && !b.shape_known(out)) dynamic = true;
+    std::string all_reasons;
+    for (size_t d = 0; d < options.devices.size(); d++) {
+      const Device& dev = options.devices[d];
+      std::string why;
+      // Values whose shape depends on data are computed where the host can read them.
+      if (dynamic && !(dev == kHost)) why = "its output shape depends on data, so it runs on the host";
+      else if (hooks.supports(dev, node, dtypes, &why)) {
+        c[i].able.push_back(d);
+        continue;
+      }
+      if (c[i].first_reason.empty()) c[i].first_reason = why;
+      all_reasons += cat(all_reasons.empty() ? "" : "; ", dev.str(), ": ", why);
+    }
+    if (c[i].able.empty() && dynamic) c[i].able.push_back(kAnyHost);
+    if (c[i].able.empty())
+      unsupported(node.label(), ": no listed device can run it (", all_reasons,
+                  "); add a device that can to --devices, e.g. cpu");
+  }
+  return c;
+}
+
+}  // namespace
+
 Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOptions& options,
                const PlanHooks& hooks) {
   VLRT_CHECK(!options.devices.empty(), "no devices to plan for");
@@ -334,42 +398,7 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
   const Graph& g = model.graph;
   Builder b(model, inferred, options, hooks);
   size_t n = g.nodes.size();
-
-  // For each node, the devices (in preference order) that can run it, and why the others cannot.
-  std::vector<std::vector<size_t>> able(n);
-  std::vector<std::string> first_reason(n), all_reasons(n);
-  for (size_t i = 0; i < n; i++) {
-    if (inferred.folded[i]) continue;
-    const Node& node = g.nodes[i];
-    std::vector<DType> dtypes;
-    bool dynamic = false;
-    for (auto& in : node.inputs) {
-      auto it = in.empty() ? inferred.values.end() : inferred.values.find(in);
-      dtypes.push_back(it == inferred.values.end() ? DType::undefined : it->second.dtype);
-      if (!in.empty() && !b.is_constant(in) && !b.shape_known(in)) dynamic = true;
-    }
-    for (auto& out : node.outputs)
-      if (!out.empty() && !b.shape_known(out)) dynamic = true;
-    const OpSchema* schema = find_schema(node.domain, node.op_type);
-    dynamic = dynamic || (schema && schema->data_dependent_shape);
-    for (size_t d = 0; d < options.devices.size(); d++) {
-      const Device& dev = options.devices[d];
-      std::string why;
-      // Values whose shape depends on data are computed where the host can read them.
-      if (dynamic && !(dev == kHost)) why = "its output shape depends on data, so it runs on the host";
-      else if (hooks.supports(dev, node, dtypes, &why)) {
-        able[i].push_back(d);
-        continue;
-      }
-      if (first_reason[i].empty()) first_reason[i] = why;
-      all_reasons[i] += cat(all_reasons[i].empty() ? "" : "; ", dev.str(), ": ", why);
-    }
-    if (able[i].empty() && dynamic) able[i].push_back(size_t(-1));  // the host, even if not listed
-    if (able[i].empty())
-      unsupported(node.label(), ": no listed device can run it (", all_reasons[i],
-                  "); add a device that can to --devices, e.g. cpu");
-  }
-  auto device_at = [&](size_t idx) { return idx == size_t(-1) ? kHost : options.devices[idx]; };
+  std::vector<Candidates> candidates = candidate_devices(model, inferred, options, hooks, b);
 
   // Preferred placement: the first device that can run each node; with `min_device[i]`,
   // the first at or after it (the pipeline split).
@@ -377,13 +406,14 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
     std::vector<Device> placement(n, kHost);
     for (size_t i = 0; i < n; i++) {
       if (inferred.folded[i]) continue;
-      size_t chosen = able[i].back();
-      for (size_t d : able[i])
-        if (d != size_t(-1) && d >= min_device[i]) {
+      const std::vector<size_t>& able = candidates[i].able;
+      size_t chosen = able.back();
+      for (size_t d : able)
+        if (d != kAnyHost && d >= min_device[i]) {
           chosen = d;
           break;
         }
-      placement[i] = device_at(chosen);
+      placement[i] = chosen == kAnyHost ? kHost : options.devices[chosen];
     }
     return placement;
   };
@@ -423,14 +453,12 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
            " bytes; raise --memory, add a device to --devices or use smaller inputs");
     }
   }
+  const Device& preferred = options.devices[0];
   for (size_t i = 0; i < n; i++) {
-    if (inferred.folded[i]) continue;
-    const Device& preferred = options.devices[0];
-    if (!(plan.node_device[i] == preferred)) {
-      std::string reason = first_reason[i].empty() ? "memory cap of " + preferred.str() + " (pipeline split)"
-                                                   : first_reason[i];
-      plan.fallbacks.push_back({g.nodes[i].name, g.nodes[i].op_type, preferred, plan.node_device[i], reason});
-    }
+    if (inferred.folded[i] || plan.node_device[i] == preferred) continue;
+    const std::string& why = candidates[i].first_reason;
+    plan.fallbacks.push_back({g.nodes[i].name, g.nodes[i].op_type, preferred, plan.node_device[i],
+                              why.empty() ? "memory cap of " + preferred.str() + " (pipeline split)" : why});
   }
   return plan;
 }

@@ -11,6 +11,7 @@
 #include "io/npy.h"
 #include "load/onnx_loader.h"
 #include "op_test_util.h"
+#include "session_util.h"
 
 namespace vlrt {
 
@@ -26,13 +27,6 @@ std::shared_ptr<Backend> opencl_or_skip(std::string* reason) {
   }
 }
 
-SessionOptions on_devices(std::vector<std::string> devices) {
-  SessionOptions o;
-  o.threads = 2;
-  o.plan.devices.clear();
-  for (auto& d : devices) o.plan.devices.push_back(parse_device(d));
-  return o;
-}
 
 }  // namespace
 
@@ -48,10 +42,10 @@ TEST(OpenCL, TinyCnnMatchesCpu) {
       image.data<float>()[b * one.numel() + i] = one.data<float>()[i] * float(b + 1);
   TensorMap in{{"image", image}};
 
-  Session cpu(load_onnx(model), on_devices({"cpu"}));
+  Session cpu(load_onnx(model), test::on_devices("cpu"));
   Tensor expected = cpu.run(in).at("probs");
 
-  Session gpu(load_onnx(model), on_devices({"opencl:0", "cpu"}));
+  Session gpu(load_onnx(model), test::on_devices("opencl:0,cpu"));
   const Plan& plan = gpu.plan(signature_of(in));
   EXPECT_GT(plan.device_plan(parse_device("opencl:0")).nodes, 0u);
   for (auto& f : plan.fallbacks)

@@ -9,10 +9,13 @@
 #include "exec/session.h"
 #include "io/npy.h"
 #include "load/onnx_loader.h"
+#include "session_util.h"
 
 namespace vlrt {
 
 namespace {
+
+using test::on_devices;
 
 const std::string kTiny = test::source_path("models/tiny/tiny_cnn.onnx");
 
@@ -24,19 +27,6 @@ Tensor image(int64_t batch) {
   return t;
 }
 
-SessionOptions on_devices(const std::string& devices, std::map<std::string, size_t> caps = {}) {
-  SessionOptions o;
-  o.threads = 2;
-  o.plan.devices.clear();
-  size_t pos = 0;
-  while (pos < devices.size()) {
-    size_t comma = devices.find(',', pos);
-    o.plan.devices.push_back(parse_device(devices.substr(pos, comma - pos)));
-    pos = comma == std::string::npos ? devices.size() : comma + 1;
-  }
-  o.plan.memory_caps = std::move(caps);
-  return o;
-}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "exec/session.h"
 #include "io/npy.h"
 #include "load/onnx_loader.h"
+#include "session_util.h"
 
 namespace vlrt {
 
@@ -16,13 +17,6 @@ namespace {
 
 const std::string kTiny = test::source_path("models/tiny/tiny_cnn.onnx");
 
-SessionOptions on(std::vector<std::string> devices) {
-  SessionOptions o;
-  o.threads = 1;
-  o.plan.devices.clear();
-  for (auto& d : devices) o.plan.devices.push_back(parse_device(d));
-  return o;
-}
 
 TEST(ToyBackend, RegistersItsDeviceKind) {
   ASSERT_NE(find_backend("toy"), nullptr);
@@ -34,8 +28,8 @@ TEST(ToyBackend, RegistersItsDeviceKind) {
 
 TEST(ToyBackend, RunsItsNodesBesideTheCpu) {
   TensorMap in{{"image", read_npy(test::source_path("models/tiny/image.npy"))}};
-  Session cpu(load_onnx(kTiny), on({"cpu"}));
-  Session mixed(load_onnx(kTiny), on({"toy:0", "cpu"}));
+  Session cpu(load_onnx(kTiny), test::on_devices("cpu"));
+  Session mixed(load_onnx(kTiny), test::on_devices("toy:0,cpu"));
   const Plan& p = mixed.plan(signature_of(in));
   Device toy = parse_device("toy:0");
   const DevicePlan& dp = p.device_plan(toy);
@@ -59,7 +53,7 @@ TEST(ToyBackend, RunsItsNodesBesideTheCpu) {
 
 TEST(ToyBackend, ANodeNoListedDeviceRunsIsNamed) {
   TensorMap in{{"image", read_npy(test::source_path("models/tiny/image.npy"))}};
-  Session s(load_onnx(kTiny), on({"toy:0"}));
+  Session s(load_onnx(kTiny), test::on_devices("toy:0"));
   try {
     s.plan(signature_of(in));
     FAIL() << "expected the Conv to have no device";
