@@ -147,11 +147,11 @@ std::vector<Finding> backend_findings() {
     std::string why;
     int n = b.device_count ? b.device_count(&why) : 0;
     if (n > 0)
-      f.push_back({"backends", b.kind, "ok", cat("in this build (", b.description, "); ", n, " device", n == 1 ? "" : "s",
+      f.push_back({"backends", b.kind, "ok", cat("in this build: ", b.description, "; ", n, " device", n == 1 ? "" : "s",
                                                   " here: ", b.kind, ":0", n > 1 ? cat("..", b.kind, ":", n - 1) : ""),
                    ""});
     else
-      f.push_back({"backends", b.kind, "warning", cat("in this build (", b.description, "), but no device here: ", why),
+      f.push_back({"backends", b.kind, "warning", cat("in this build: ", b.description, "; but no device here: ", why),
                    cat("--devices ", b.kind, ":N cannot run on this machine")});
   }
   if (!find_backend("cuda")) f.push_back({"backends", "cuda", "missing", "not in this build yet", ""});

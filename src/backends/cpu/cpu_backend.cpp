@@ -38,7 +38,7 @@ std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config
 
 }  // namespace
 
-VLRT_REGISTER_BACKEND(cpu, "the host CPU: reference kernels, OpenBLAS", make_cpu_backend, count_cpus);
+VLRT_REGISTER_BACKEND(cpu, "the host CPU, reference kernels and OpenBLAS", make_cpu_backend, count_cpus);
 
 CpuBackend::CpuBackend(int index, int threads)
     : index_(index), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}

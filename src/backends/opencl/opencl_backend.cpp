@@ -323,7 +323,7 @@ int count_opencl_devices(std::string* why) {
 
 }  // namespace
 
-VLRT_REGISTER_BACKEND(opencl, "OpenCL 1.2 devices (GPUs first, then the others)", make_opencl_backend,
+VLRT_REGISTER_BACKEND(opencl, "OpenCL 1.2 devices, GPUs first", make_opencl_backend,
                       count_opencl_devices);
 
 }  // namespace vlrt
