@@ -1,5 +1,6 @@
-// A loaded model ready to run: validates inputs, infers shapes and folds
-// constants once per input signature, plans placement and memory, executes.
+// A loaded model ready to run: canonicalizes and folds it once; validates inputs;
+// per input signature infers shapes, plans placement and memory and prepares each
+// node's backend state (cached); executes.
 #pragma once
 
 #include <map>
