@@ -53,10 +53,17 @@ const SchemaTable& op_schemas() {
   return table;
 }
 
+std::string op_key(const std::string& domain, const std::string& op_type) {
+  if (domain.empty() || domain == "ai.onnx") return op_type;
+  std::string key = domain;
+  key += '.';
+  key += op_type;
+  return key;
+}
+
 const OpSchema* find_schema(const std::string& domain, const std::string& op_type) {
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto& t = op_schemas();
-  auto it = t.find(op_type);
+  auto it = domain.empty() ? t.find(op_type) : t.find(op_key(domain, op_type));
   return it == t.end() ? nullptr : &it->second;
 }
 

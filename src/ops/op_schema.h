@@ -75,9 +75,14 @@ struct OpSchema {
   bool data_dependent_shape = false;
 };
 
+// Keyed by op_key(): the op's name in the default ONNX domain ("Conv"), "domain.Name"
+// in any other ("com.microsoft.FastGelu").
 using SchemaTable = std::map<std::string, OpSchema>;
 
-// All ops of the default ONNX domain that vlrt knows.
+// The table key of an op of a domain.
+std::string op_key(const std::string& domain, const std::string& op_type);
+
+// All ops that vlrt knows.
 const SchemaTable& op_schemas();
 // nullptr when unknown.
 const OpSchema* find_schema(const std::string& domain, const std::string& op_type);

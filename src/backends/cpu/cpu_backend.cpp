@@ -79,14 +79,28 @@ bool CpuBackend::supports(const Node& node, const std::vector<DType>&, std::stri
   return false;
 }
 
-void CpuBackend::execute(const Node& node, int64_t opset, KernelState*, const std::vector<const Tensor*>& inputs,
-                         const std::vector<Tensor*>& outputs) {
-  call_cpu_kernel(node, opset, *pool_, inputs, outputs);
+namespace {
+
+struct ResolvedKernel : KernelState {
+  explicit ResolvedKernel(const CpuKernel* k) : kernel(k) {}
+  const CpuKernel* kernel;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t, const std::vector<const ValueInfo*>&) {
+  const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
+  return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
+}
+
+void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
+                         const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+  call_cpu_kernel(node, opset, *pool_, inputs, outputs, state ? static_cast<ResolvedKernel*>(state)->kernel : nullptr);
 }
 
 void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
-                     const std::vector<Tensor*>& outputs) {
-  const CpuKernel* kernel = find_cpu_kernel(node.domain, node.op_type);
+                     const std::vector<Tensor*>& outputs, const CpuKernel* kernel) {
+  if (!kernel) kernel = find_cpu_kernel(node.domain, node.op_type);
   if (!kernel) unsupported(node.label(), ": the CPU backend has no kernel for ", node.op_type);
   bool convert = false;
   if (!kernel->handles_half) {

@@ -22,6 +22,9 @@ class CpuBackend : public Backend {
   void copy_to_host(const Tensor& src, Tensor& dst) override;
   bool copy_on_device(const Tensor& src, Tensor& dst) override;
   bool supports(const Node& node, const std::vector<DType>& input_dtypes, std::string* why) const override;
+  // The node's kernel, looked up once per plan instead of at every run.
+  std::unique_ptr<KernelState> prepare(const Node& node, int64_t opset,
+                                       const std::vector<const ValueInfo*>& inputs) override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }
@@ -35,10 +38,13 @@ class CpuBackend : public Backend {
 // Whether the CPU backend computes this node: a kernel, or a view (Reshape, Unsqueeze ...).
 bool cpu_computes(const Node& node);
 
-// Calls the CPU kernel of `node` on allocated outputs (nullptr: output not used).
-// float16/bfloat16 tensors are converted to float32 around kernels that ask for it.
+struct CpuKernel;
+
+// Calls the CPU kernel of `node` (`kernel`, or looked up when nullptr) on allocated
+// outputs (nullptr: output not used). float16/bfloat16 tensors are converted to
+// float32 around kernels that ask for it.
 void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const std::vector<const Tensor*>& inputs,
-                     const std::vector<Tensor*>& outputs);
+                     const std::vector<Tensor*>& outputs, const CpuKernel* kernel = nullptr);
 
 // run_node on the CPU with `pool`: the reference result of one node (tests, tools).
 std::vector<Tensor> run_node_cpu(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs,

@@ -1,5 +1,7 @@
 #include "backends/cpu/kernel.h"
 
+#include "ops/op_schema.h"
+
 namespace vlrt {
 
 const Tensor& KernelContext::input(size_t i) const {
@@ -29,9 +31,8 @@ const CpuKernelTable& cpu_kernels() {
 }
 
 const CpuKernel* find_cpu_kernel(const std::string& domain, const std::string& op_type) {
-  if (!domain.empty() && domain != "ai.onnx") return nullptr;
   auto& t = cpu_kernels();
-  auto it = t.find(op_type);
+  auto it = domain.empty() ? t.find(op_type) : t.find(op_key(domain, op_type));
   return it == t.end() ? nullptr : &it->second;
 }
 

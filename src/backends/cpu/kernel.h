@@ -43,6 +43,7 @@ struct CpuKernel {
   bool handles_half = false;
 };
 
+// Keyed like the schemas: op_key(domain, op_type).
 using CpuKernelTable = std::map<std::string, CpuKernel>;
 
 const CpuKernelTable& cpu_kernels();
