@@ -1,4 +1,5 @@
 // vlrt info MODEL: what a model declares and whether vlrt can run it.
+#include <functional>
 #include <iostream>
 
 #include "apps/commands.h"
@@ -34,16 +35,39 @@ void print_info(const std::string& path) {
   std::shared_ptr<Backend> cpu = create_backend(Device{}, 1);
   std::map<std::string, int> histogram;
   std::map<std::string, int> missing;
-  for (auto& n : m.graph.nodes) {
-    std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-    histogram[key]++;
-    if (!find_schema(n.domain, n.op_type) || !cpu->supports(n, {}, nullptr)) missing[key]++;
-  }
-  std::cout << "nodes:      " << m.graph.nodes.size() << "\n";
+  std::vector<std::string> subgraph_lines;
+  size_t nested_nodes = 0;
+  // Subgraph nodes (If branches, Loop and Scan bodies) count like any other.
+  std::function<void(const Graph&, int)> count = [&](const Graph& g, int depth) {
+    for (auto& n : g.nodes) {
+      std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+      histogram[key]++;
+      if (depth > 0) nested_nodes++;
+      const OpSchema* schema = find_schema(n.domain, n.op_type);
+      bool control_flow = schema && schema->control_flow;
+      if (!schema || (!control_flow && !cpu->supports(n, {}, nullptr))) missing[key]++;
+      for (auto& [attr, sub] : n.subgraphs()) {
+        std::map<std::string, int> ops;
+        for (auto& inner : sub->nodes) ops[inner.op_type]++;
+        std::string line = cat(std::string(size_t(2 + 2 * depth), ' '), n.name, " (", n.op_type, ") ", attr, ":");
+        for (auto& [op, k] : ops) line += cat(" ", op, " ", k);
+        subgraph_lines.push_back(line);
+        count(*sub, depth + 1);
+      }
+    }
+  };
+  count(m.graph, 0);
+  std::cout << "nodes:      " << m.graph.nodes.size();
+  if (nested_nodes) std::cout << " (and " << nested_nodes << " in subgraphs, counted below)";
+  std::cout << "\n";
   std::vector<std::pair<int, std::string>> sorted;
   for (auto& [op, n] : histogram) sorted.push_back({-n, op});
   std::sort(sorted.begin(), sorted.end());
   for (auto& [n, op] : sorted) std::cout << "  " << op << std::string(op.size() < 24 ? 24 - op.size() : 1, ' ') << -n << "\n";
+  if (!subgraph_lines.empty()) {
+    std::cout << "\nsubgraphs:\n";
+    for (auto& line : subgraph_lines) std::cout << line << "\n";
+  }
   if (missing.empty()) {
     std::cout << "\nunsupported ops: none (every node has a CPU kernel)\n";
   } else {

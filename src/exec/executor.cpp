@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "exec/control_flow.h"
+
 namespace vlrt {
 
 void check_on_device(const Node& node, const Device& device, const std::vector<const Tensor*>& inputs) {
@@ -14,6 +16,8 @@ void check_on_device(const Node& node, const Device& device, const std::vector<c
 }
 
 Executor::Executor(const Model& model, int threads) : model_(model), threads_(threads) {}
+
+Executor::~Executor() = default;
 
 Backend& Executor::backend(const Device& d) {
   auto& b = backends_[d.str()];
@@ -62,7 +66,7 @@ PreparedPlan Executor::prepare(const InferredGraph& inferred, const Plan& plan) 
   pp.states.resize(plan.steps.size());
   for (size_t si = 0; si < plan.steps.size(); si++) {
     const Step& s = plan.steps[si];
-    if (s.kind != Step::Kind::run) continue;
+    if (s.kind != Step::Kind::run || s.control_flow) continue;
     const Node& node = g.nodes[s.node];
     std::vector<const ValueInfo*> infos;
     for (auto& in : node.inputs) infos.push_back(in.empty() ? nullptr : &inferred.values.at(in));
@@ -199,6 +203,42 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
   }
 }
 
+void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step) {
+  const Step& s = plan.steps[step];
+  const Node& node = model_.graph.nodes[s.node];
+  std::vector<const Tensor*> ins(s.inputs.size(), nullptr);
+  for (size_t i = 0; i < s.inputs.size(); i++)
+    if (s.inputs[i] >= 0) ins[i] = &slot_value(prepared, s.inputs[i]);
+  check_on_device(node, s.device, ins);
+  auto& runner = control_flow_[s.node];
+  if (!runner) runner = std::make_unique<ControlFlowRunner>(model_, node, threads_);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Tensor> outs;
+  try {
+    outs = runner->run(ins);
+  } catch (const Unsupported& e) {
+    std::string msg = e.what();
+    throw Unsupported(msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    throw Error(msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
+  }
+  if (profile_) {
+    OpProfile& p = (*profile_)[node.op_type];
+    p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    p.calls++;
+  }
+  for (size_t i = 0; i < s.outputs.size(); i++) {
+    int k = s.outputs[i];
+    if (k < 0) continue;
+    const Slot& slot = plan.slots[size_t(k)];
+    if (!slot.dynamic && (outs[i].shape() != slot.shape || outs[i].dtype() != slot.dtype))
+      fail("internal error: ", node.label(), ": output '", slot.value, "' is ", outs[i].describe(),
+           " but shape inference planned ", dtype_name(slot.dtype), shape_str(slot.shape));
+    values_[size_t(k)] = std::move(outs[i]);
+  }
+}
+
 TensorMap Executor::collect_outputs(const Plan& plan, const PreparedPlan& prepared) const {
   TensorMap result;
   for (size_t i = 0; i < plan.outputs.size(); i++) {
@@ -222,6 +262,7 @@ TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const Te
   for (size_t si = 0; si < plan.steps.size(); si++) {
     const Step& s = plan.steps[si];
     if (s.kind == Step::Kind::copy) run_copy(plan, prepared, s);
+    else if (s.control_flow) run_control_flow_step(plan, prepared, si);
     else run_node_step(plan, prepared, si);
     for (int k : s.release) values_[size_t(k)] = Tensor{};
   }

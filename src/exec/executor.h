@@ -36,9 +36,12 @@ struct PreparedPlan {
   std::vector<std::unique_ptr<KernelState>> states;  // per step (nullptr: none)
 };
 
+class ControlFlowRunner;
+
 class Executor {
  public:
   Executor(const Model& model, int threads);
+  ~Executor();
 
   // Puts the plan's constants on their devices and prepares each node's state; the
   // bytes of that state must be what the plan counted.
@@ -67,6 +70,7 @@ class Executor {
   Tensor allocate(const Plan& plan, int slot, DType dtype, const Shape& shape, const char* what);
   void run_copy(const Plan& plan, const PreparedPlan& prepared, const Step& s);
   void run_node_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
+  void run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
   TensorMap collect_outputs(const Plan& plan, const PreparedPlan& prepared) const;
 
   const Model& model_;
@@ -80,6 +84,8 @@ class Executor {
   std::vector<Lane> lanes_;
   size_t transfers_executed_ = 0;
   Profile* profile_ = nullptr;
+  // Per control-flow node (by index): the runner of its subgraphs, made at its first run.
+  std::map<size_t, std::unique_ptr<ControlFlowRunner>> control_flow_;
 };
 
 // Invariant 1: every tensor handed to a kernel lives on the kernel's device.

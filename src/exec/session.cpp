@@ -1,9 +1,11 @@
 #include "exec/session.h"
 
+#include <functional>
 #include <thread>
 
 #include "ops/op_schema.h"
 #include "passes/canonicalize.h"
+#include "passes/control_flow.h"
 
 namespace vlrt {
 
@@ -23,6 +25,7 @@ Session::Session(Model model, SessionOptions options)
   canonicalize(model_);
   try {
     fold_constants(model_, host());
+    while (inline_constant_ifs(model_) > 0) fold_constants(model_, host());
   } catch (const Error& e) {
     throw Error(cat(model_.path, ": ", e.what()));
   }
@@ -32,25 +35,30 @@ void Session::check_supported() {
   std::vector<Device> devices = options_.plan.devices;
   devices.push_back(Device{});
   int64_t opset = model_.opset();
-  for (auto& n : model_.graph.nodes) {
+  // Subgraph nodes run on the host; their own sessions check them again when made.
+  std::function<void(const Node&, bool)> check = [&](const Node& n, bool nested) {
     auto op = [&] {
       return cat(n.label(), ": operator '", n.op_type, "'", n.domain.empty() ? "" : cat(" of domain '", n.domain, "'"),
                  " (opset ", opset, ")");
     };
-    if (!find_schema(n.domain, n.op_type))
+    const OpSchema* schema = find_schema(n.domain, n.op_type);
+    if (!schema)
       unsupported(model_.path, ": ", op(), " is not implemented by vlrt; `vlrt info` lists every unsupported op of a model");
+    if (schema->control_flow) {
+      for (auto& [attr, sub] : n.subgraphs())
+        for (auto& inner : sub->nodes) check(inner, true);
+      return;
+    }
     std::string reasons;
-    bool runs = false;
-    for (auto& d : devices) {
+    std::vector<Device> candidates = nested ? std::vector<Device>{Device{}} : devices;
+    for (auto& d : candidates) {
       std::string why;
-      if (executor_.backend(d).supports(n, {}, &why)) {
-        runs = true;
-        break;
-      }
+      if (executor_.backend(d).supports(n, {}, &why)) return;
       reasons += cat(reasons.empty() ? "" : "; ", d.str(), ": ", why);
     }
-    if (!runs) unsupported(model_.path, ": ", op(), " runs on none of the devices (", reasons, ")");
-  }
+    unsupported(model_.path, ": ", op(), " runs on none of the devices (", reasons, ")");
+  };
+  for (auto& n : model_.graph.nodes) check(n, false);
 }
 
 int Session::threads() const {

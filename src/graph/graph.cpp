@@ -37,6 +37,22 @@ const Tensor* Node::attr_tensor(const std::string& name) const {
   auto a = find_attr(*this, name, Attribute::Kind::t);
   return a ? &a->t : nullptr;
 }
+const Graph& Node::attr_graph(const std::string& name) const {
+  auto a = find_attr(*this, name, Attribute::Kind::graph);
+  if (!a || !a->graph) fail(label(), ": subgraph attribute '", name, "' is missing");
+  return *a->graph;
+}
+
+std::vector<std::pair<std::string, const Graph*>> Node::subgraphs() const {
+  std::vector<std::pair<std::string, const Graph*>> out;
+  for (auto& [name, a] : attrs) {
+    if (a.graph) out.push_back({name, a.graph.get()});
+    for (size_t i = 0; i < a.graphs.size(); i++)
+      if (a.graphs[i]) out.push_back({cat(name, "[", i, "]"), a.graphs[i].get()});
+  }
+  return out;
+}
+
 std::string Node::label() const {
   std::string d = domain.empty() ? "" : domain + ".";
   return cat("node '", name, "' (", d, op_type, ")");
@@ -61,11 +77,80 @@ int64_t Model::opset() const {
   return it != opsets.end() ? it->second : 0;
 }
 
-void topo_sort(Graph& g) {
-  std::unordered_set<std::string> ready;
+namespace {
+
+std::unordered_set<std::string> defined_in(const Graph& g) {
+  std::unordered_set<std::string> defined;
+  for (auto& v : g.inputs) defined.insert(v.name);
+  for (auto& [name, t] : g.initializers) defined.insert(name);
+  for (auto& n : g.nodes)
+    for (auto& o : n.outputs) defined.insert(o);
+  defined.insert("");
+  return defined;
+}
+
+void add_once(std::vector<std::string>& out, std::unordered_set<std::string>& seen, const std::string& v) {
+  if (seen.insert(v).second) out.push_back(v);
+}
+
+}  // namespace
+
+std::vector<std::string> outer_scope_reads(const Graph& g) {
+  std::unordered_set<std::string> defined = defined_in(g), seen;
+  std::vector<std::string> out;
+  for (auto& n : g.nodes) {
+    for (auto& in : n.inputs)
+      if (!defined.count(in)) add_once(out, seen, in);
+    for (auto& [attr, sub] : n.subgraphs())
+      for (auto& v : outer_scope_reads(*sub))
+        if (!defined.count(v)) add_once(out, seen, v);
+  }
+  for (auto& o : g.outputs)
+    if (!defined.count(o.name)) add_once(out, seen, o.name);
+  return out;
+}
+
+std::vector<std::string> implicit_inputs(const Node& n) {
+  std::unordered_set<std::string> seen;
+  std::vector<std::string> out;
+  for (auto& [attr, sub] : n.subgraphs())
+    for (auto& v : outer_scope_reads(*sub)) add_once(out, seen, v);
+  return out;
+}
+
+void topo_sort(Graph& g, const std::vector<std::string>& outer) {
+  std::unordered_set<std::string> ready(outer.begin(), outer.end());
   for (auto& v : g.inputs) ready.insert(v.name);
   for (auto& [name, t] : g.initializers) ready.insert(name);
   ready.insert("");
+  // Subgraphs first: each may read anything its enclosing graphs define.
+  bool nested = false;
+  for (auto& n : g.nodes) nested = nested || !n.subgraphs().empty();
+  if (nested) {
+    std::unordered_set<std::string> visible = defined_in(g);
+    visible.insert(outer.begin(), outer.end());
+    std::vector<std::string> scope(visible.begin(), visible.end());
+    for (auto& n : g.nodes)
+      for (auto& [name, a] : n.attrs) {
+        std::vector<Graph*> subs;
+        if (a.graph) subs.push_back(a.graph.get());
+        for (auto& sg : a.graphs) subs.push_back(sg.get());
+        for (Graph* sub : subs) {
+          try {
+            topo_sort(*sub, scope);
+          } catch (const Error& e) {
+            fail(n.label(), ": subgraph '", name, "': ", e.what());
+          }
+        }
+      }
+  }
+  // What each node reads: its inputs and the outer-scope values of its subgraphs.
+  std::vector<std::vector<std::string>> reads(g.nodes.size());
+  for (size_t i = 0; i < g.nodes.size(); i++) {
+    reads[i] = g.nodes[i].inputs;
+    if (nested)
+      for (auto& v : implicit_inputs(g.nodes[i])) reads[i].push_back(v);
+  }
   std::vector<Node> sorted;
   std::vector<bool> done(g.nodes.size(), false);
   sorted.reserve(g.nodes.size());
@@ -75,7 +160,7 @@ void topo_sort(Graph& g) {
     for (size_t i = 0; i < g.nodes.size(); i++) {
       if (done[i]) continue;
       bool ok = true;
-      for (auto& in : g.nodes[i].inputs) ok = ok && ready.count(in);
+      for (auto& in : reads[i]) ok = ok && ready.count(in);
       if (!ok) continue;
       for (auto& out : g.nodes[i].outputs) ready.insert(out);
       sorted.push_back(std::move(g.nodes[i]));
@@ -86,19 +171,23 @@ void topo_sort(Graph& g) {
   if (sorted.size() < g.nodes.size()) {
     for (size_t i = 0; i < g.nodes.size(); i++) {
       if (done[i]) continue;
-      for (auto& in : g.nodes[i].inputs) {
+      for (auto& in : reads[i]) {
         if (!ready.count(in)) {
           bool produced = false;
           for (size_t j = 0; j < g.nodes.size(); j++)
             for (auto& o : g.nodes[j].outputs) produced = produced || (!done[j] && o == in);
           if (!produced)
-            fail(g.nodes[i].label(), ": input '", in,
-                 "' is not a graph input, an initializer or the output of any node");
+            fail(g.nodes[i].label(), ": input '", in, "' is not a graph input, an initializer, the output of any node",
+                 outer.empty() ? "" : " or a value of an enclosing graph");
         }
       }
     }
     fail("the graph has a cycle (", g.nodes.size() - sorted.size(), " nodes cannot be ordered)");
   }
+  if (!outer.empty())
+    for (auto& o : g.outputs)
+      if (!ready.count(o.name))
+        fail("output '", o.name, "' is not an input, an initializer, the output of any node or a value of an enclosing graph");
   g.nodes = std::move(sorted);
 }
 

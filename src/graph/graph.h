@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -11,8 +12,10 @@
 
 namespace vlrt {
 
+struct Graph;
+
 struct Attribute {
-  enum class Kind { undefined, f, i, s, t, floats, ints, strings, graph };
+  enum class Kind { undefined, f, i, s, t, floats, ints, strings, graph, graphs };
   Kind kind = Kind::undefined;
   float f = 0;
   int64_t i = 0;
@@ -21,6 +24,8 @@ struct Attribute {
   std::vector<float> floats;
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
+  std::shared_ptr<Graph> graph;                // kind graph: a subgraph (If's branches, Loop's body)
+  std::vector<std::shared_ptr<Graph>> graphs;  // kind graphs
 };
 
 struct Node {
@@ -39,6 +44,10 @@ struct Node {
   std::vector<float> attr_floats(const std::string& name, std::vector<float> fallback = {}) const;
   // nullptr when absent.
   const Tensor* attr_tensor(const std::string& name) const;
+  // The subgraph attribute `name`; fails naming the node when absent.
+  const Graph& attr_graph(const std::string& name) const;
+  // Every subgraph of the node, with its attribute name, in attribute order.
+  std::vector<std::pair<std::string, const Graph*>> subgraphs() const;
   // "node 'conv1' (Conv)" for messages.
   std::string label() const;
 };
@@ -76,8 +85,17 @@ struct Model {
   int64_t opset() const;  // default-domain opset
 };
 
-// Orders nodes so that each runs after the producers of its inputs.
-// Fails naming a node whose input nothing produces, or a cycle.
-void topo_sort(Graph& g);
+// Orders nodes so that each runs after the producers of its inputs, subgraphs
+// included (each recursively; a node also waits for the outer-scope values its
+// subgraphs read). `outer` names the values of enclosing graphs a subgraph may read.
+// Fails naming a node whose input nothing produces, or a cycle; in a subgraph, the
+// message names the node and the subgraph attribute that hold it.
+void topo_sort(Graph& g, const std::vector<std::string>& outer = {});
+
+// The values a subgraph reads from enclosing graphs (not its inputs, initializers
+// or node outputs), nested subgraphs included, each once in order of first use.
+std::vector<std::string> outer_scope_reads(const Graph& g);
+// The outer-scope values every subgraph of a node reads: its implicit inputs.
+std::vector<std::string> implicit_inputs(const Node& n);
 
 }  // namespace vlrt

@@ -175,6 +175,8 @@ ValueDecl parse_value_info(ProtoReader r) {
   return v;
 }
 
+Graph parse_graph(ProtoReader r, const std::string& base_dir);
+
 Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::string& name) {
   Attribute a;
   int32_t declared = 0;
@@ -185,7 +187,14 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
       case 3: a.i = r.read_int64(); break;
       case 4: a.s = r.read_string(); break;
       case 5: a.t = parse_tensor(r.read_message(), base_dir, nullptr); break;
-      case 6: r.skip(type); declared = declared ? declared : 5; break;
+      case 6:
+        a.graph = std::make_shared<Graph>(parse_graph(r.read_message(), base_dir));
+        declared = declared ? declared : 5;
+        break;
+      case 11:
+        a.graphs.push_back(std::make_shared<Graph>(parse_graph(r.read_message(), base_dir)));
+        declared = declared ? declared : 10;
+        break;
       case 7: r.read_repeated(type, [&](ProtoReader& s) { a.floats.push_back(s.read_float()); }); break;
       case 8: r.read_repeated(type, [&](ProtoReader& s) { a.ints.push_back(s.read_int64()); }); break;
       case 9: a.strings.push_back(r.read_string()); break;
@@ -202,6 +211,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
     case 6: a.kind = Attribute::Kind::floats; break;
     case 7: a.kind = Attribute::Kind::ints; break;
     case 8: a.kind = Attribute::Kind::strings; break;
+    case 10: a.kind = Attribute::Kind::graphs; break;
     default: a.kind = Attribute::Kind::undefined;
   }
   return a;
@@ -217,8 +227,16 @@ Node parse_node(ProtoReader r, const std::string& base_dir) {
       case 4: n.op_type = r.read_string(); break;
       case 5: {
         std::string name;
-        Attribute a = parse_attribute(r.read_message(), base_dir, name);
-        n.attrs[name] = std::move(a);
+        try {
+          Attribute a = parse_attribute(r.read_message(), base_dir, name);
+          n.attrs[name] = std::move(a);
+        } catch (const Truncated&) {
+          throw;
+        } catch (const Unsupported& e) {
+          throw Unsupported(cat(n.label(), ": attribute '", name, "': ", e.what()));
+        } catch (const Error& e) {
+          fail(n.label(), ": attribute '", name, "': ", e.what());
+        }
         break;
       }
       case 7: n.domain = r.read_string(); break;

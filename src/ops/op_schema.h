@@ -73,6 +73,8 @@ struct OpSchema {
   // Output shapes depend on input data, not only on input shapes (NonZero, Unique ...):
   // known only when the node has run.
   bool data_dependent_shape = false;
+  // Runs subgraphs (If, Loop, Scan): the executor runs it on the host, no backend kernel.
+  bool control_flow = false;
 };
 
 // Keyed by op_key(): the op's name in the default ONNX domain ("Conv"), "domain.Name"
@@ -103,5 +105,6 @@ void register_spatial_schemas(SchemaTable& t);
 void register_tensor_schemas(SchemaTable& t);
 void register_loss_schemas(SchemaTable& t);
 void register_misc_schemas(SchemaTable& t);
+void register_control_flow_schemas(SchemaTable& t);
 
 }  // namespace vlrt

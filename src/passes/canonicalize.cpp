@@ -316,6 +316,12 @@ void check_scatter_reduction(Rewrite& r, Node& n) {
          " (none; add and mul since 16; max and min since 18)");
 }
 
+// Scan-8 (a batch axis, sequence_lens, no axes) is another op than Scan-9.
+void check_scan(Rewrite& r, Node& n) {
+  if (r.opset < 9)
+    unsupported(n.label(), ": Scan before opset 9 (batch axis and sequence_lens) is not supported; export with opset 9 or later");
+}
+
 using RewriteFn = std::function<void(Rewrite&, Node&)>;
 
 const std::unordered_map<std::string, RewriteFn>& rewrites() {
@@ -339,6 +345,7 @@ const std::unordered_map<std::string, RewriteFn>& rewrites() {
         {"RoiAlign", rewrite_roi_align},
         {"ScatterElements", check_scatter_reduction},
         {"ScatterND", check_scatter_reduction},
+        {"Scan", check_scan},
     };
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
@@ -388,10 +395,11 @@ std::unordered_set<std::string> value_names(const Graph& g) {
 
 }  // namespace
 
-size_t canonicalize(Model& model) {
-  int64_t opset = model.opset();
-  if (opset >= kCanonicalOpset) return 0;
-  Graph& g = model.graph;
+namespace {
+
+// Rewrites one graph's nodes, then those of every subgraph (each copied first: a copied
+// Model shares its subgraphs until a pass changes one).
+size_t canonicalize_graph(Graph& g, int64_t opset) {
   std::unordered_set<std::string> taken = value_names(g);
   std::unordered_map<std::string, Tensor> constants;
   for (auto& n : g.nodes)
@@ -400,6 +408,16 @@ size_t canonicalize(Model& model) {
   std::vector<Node> nodes;
   size_t rewritten = 0;
   for (Node& n : g.nodes) {
+    for (auto& [name, a] : n.attrs) {
+      if (a.graph) {
+        a.graph = std::make_shared<Graph>(*a.graph);
+        rewritten += canonicalize_graph(*a.graph, opset);
+      }
+      for (auto& sub : a.graphs) {
+        sub = std::make_shared<Graph>(*sub);
+        rewritten += canonicalize_graph(*sub, opset);
+      }
+    }
     Rewrite r{g, opset, taken, constants, {}, {}, false};
     if (n.domain.empty() || n.domain == "ai.onnx") {
       drop_later_attributes(r, n);
@@ -412,6 +430,15 @@ size_t canonicalize(Model& model) {
     for (auto& a : r.after) nodes.push_back(std::move(a));
   }
   g.nodes = std::move(nodes);
+  return rewritten;
+}
+
+}  // namespace
+
+size_t canonicalize(Model& model) {
+  int64_t opset = model.opset();
+  if (opset >= kCanonicalOpset) return 0;
+  size_t rewritten = canonicalize_graph(model.graph, opset);
   model.opsets.erase("ai.onnx");
   model.opsets[""] = kCanonicalOpset;
   return rewritten;

@@ -101,8 +101,10 @@ size_t fold_constants(Model& model, Backend& host) {
   g.nodes = std::move(kept);
   // Initializers that no node reads any more (folded away) are dropped, unless they are outputs.
   std::unordered_set<std::string> used;
-  for (auto& n : g.nodes)
+  for (auto& n : g.nodes) {
     for (auto& in : n.inputs) used.insert(in);
+    for (auto& in : implicit_inputs(n)) used.insert(in);
+  }
   for (auto& o : g.outputs) used.insert(o.name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();)
     it = used.count(it->first) ? std::next(it) : g.initializers.erase(it);

@@ -81,6 +81,9 @@ class Builder {
       s.lane = lane_of(p, placement[i]);
       for (auto& in : n.inputs) s.inputs.push_back(in.empty() ? -1 : need(in, s.lane));
       const OpSchema* schema = find_schema(n.domain, n.op_type);
+      s.control_flow = schema && schema->control_flow;
+      if (s.control_flow)
+        for (auto& in : implicit_inputs(n)) s.inputs.push_back(need(in, s.lane));
       s.alias_input = schema ? schema->alias_input : -1;
       s.dynamic = schema && schema->data_dependent_shape;
       for (auto& out : n.outputs) {
@@ -148,6 +151,11 @@ class Builder {
     std::vector<int> readers(p.slots.size(), 0), replacing(p.slots.size(), 0);
     for (auto& s : p.steps) {
       if (s.kind != Step::Kind::run) continue;
+      if (s.control_flow) {  // runs no kernel: its inputs are read as they are
+        for (int in : s.inputs)
+          if (in >= 0) readers[size_t(in)]++;
+        continue;
+      }
       const Node& n = g.nodes[s.node];
       std::vector<const ValueInfo*> infos;
       for (auto& in : n.inputs) {
@@ -301,6 +309,7 @@ class Builder {
       DevicePlan& dp = p.devices[s.lane];
       dp.nodes++;
       dp.ops[g.nodes[s.node].op_type]++;
+      if (s.control_flow) count_subgraph_ops(g.nodes[s.node], dp.ops);
       dp.prepared_bytes += s.prepared_bytes;
     }
     for (auto& s : p.slots) {
@@ -314,6 +323,15 @@ class Builder {
         dp.peak_activation_bytes = std::max(dp.peak_activation_bytes, s.offset + align_up(s.bytes, align));
       }
     }
+  }
+
+  // Ops inside a node's subgraphs (nested ones too) count where the node runs.
+  static void count_subgraph_ops(const Node& n, std::map<std::string, int>& ops) {
+    for (auto& [attr, sub] : n.subgraphs())
+      for (auto& inner : sub->nodes) {
+        ops[inner.op_type]++;
+        count_subgraph_ops(inner, ops);
+      }
   }
 
   const Model& model_;
@@ -364,6 +382,13 @@ std::vector<Candidates> candidate_devices(const Model& model, const InferredGrap
     }
     for (auto& out : node.outputs)
       if (!out.empty() && !b.shape_known(out)) dynamic = true;
+    if (schema && schema->control_flow) {
+      for (size_t d = 0; d < options.devices.size(); d++)
+        if (options.devices[d] == kHost) c[i].able.push_back(d);
+      if (c[i].able.empty()) c[i].able.push_back(kAnyHost);
+      c[i].first_reason = cat(node.op_type, " runs its subgraphs on the host");
+      continue;
+    }
     std::string all_reasons;
     for (size_t d = 0; d < options.devices.size(); d++) {
       const Device& dev = options.devices[d];

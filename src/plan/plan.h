@@ -54,11 +54,14 @@ struct Step {
   Device device;      // run: where it runs; copy: destination
   size_t lane = 0;    // index of `device` in Plan::devices
   Device from;        // copy: source device
-  std::vector<int> inputs;   // run: slot of each node input (-1: omitted); copy: {source}
+  // run: slot of each node input (-1: omitted), then of each outer-scope value its
+  // subgraphs read (implicit_inputs() order); copy: {source}
+  std::vector<int> inputs;
   std::vector<int> outputs;  // run: slot of each node output (-1: unused); copy: {destination}
   std::vector<int> release;  // slots whose last reader is this step
   bool dynamic = false;      // run: output shapes inferred from the real inputs
   int alias_input = -1;      // run: output 0 is a view of this input (no kernel for it)
+  bool control_flow = false;  // run: If, Loop, Scan: the executor runs its subgraphs on the host
   size_t prepared_bytes = 0;  // run: the node's prepared state on its device
 };
 

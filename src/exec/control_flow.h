@@ -1,0 +1,48 @@
+// Runs the subgraphs of If, Loop and Scan on the host: each subgraph is a model of its
+// own (a child Session: canonicalized and folded once, planned per input signature)
+// whose inputs are the subgraph's formal inputs and the outer-scope values it reads.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace vlrt {
+
+class Session;
+
+class ControlFlowRunner {
+ public:
+  ControlFlowRunner(const Model& parent, const Node& node, int threads);
+  ~ControlFlowRunner();
+
+  // `inputs`: the node's inputs (nullptr: omitted), then the values of implicit_inputs(node)
+  // in that order, all on the host. Returns one tensor per node output (undefined where unused).
+  std::vector<Tensor> run(const std::vector<const Tensor*>& inputs);
+
+ private:
+  struct Body {
+    std::unique_ptr<Session> session;
+    std::vector<std::string> formal;  // the subgraph's inputs
+    std::vector<std::string> outer;   // the enclosing values it reads
+    std::vector<ValueDecl> outputs;
+  };
+  Body& body(const std::string& attr);
+  // Runs a subgraph on its formal inputs; outer-scope values come from the node's inputs.
+  std::vector<Tensor> call(Body& b, const std::vector<Tensor>& formal);
+  std::vector<Tensor> run_if();
+  std::vector<Tensor> run_loop();
+  std::vector<Tensor> run_scan();
+
+  const Model& parent_;
+  const Node& node_;
+  int threads_;
+  std::map<std::string, Body> bodies_;  // by attribute name
+  std::map<std::string, const Tensor*> outer_values_;  // the run in progress: implicit input values
+  std::vector<const Tensor*> inputs_;                  // the run in progress: the node's inputs
+};
+
+}  // namespace vlrt

@@ -1,0 +1,122 @@
+// If, Loop and Scan run their subgraphs through nested sessions; the models and the
+// expected outputs (onnxruntime) come from tools/make_control_flow_models.py.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cli_util.h"
+#include "exec/session.h"
+#include "io/npy.h"
+#include "load/onnx_loader.h"
+
+namespace vlrt {
+namespace {
+
+std::string fixture(const std::string& name) { return test::source_path("tests/fixtures/control_flow/" + name); }
+
+// Runs fixture `name` on its saved inputs and compares every output with onnxruntime's.
+void expect_matches_reference(const std::string& name) {
+  Model m = load_onnx(fixture(name + ".onnx"));
+  TensorMap inputs;
+  for (auto& in : m.graph.inputs) inputs[in.name] = read_npy(fixture(name + ".in_" + in.name + ".npy"));
+  std::vector<std::string> outputs;
+  for (auto& o : m.graph.outputs) outputs.push_back(o.name);
+  SessionOptions options;
+  options.threads = 2;
+  Session s(std::move(m), options);
+  for (int run = 0; run < 2; run++) {  // the second run reuses the cached plans of the subgraphs
+    TensorMap got = s.run(inputs);
+    for (auto& o : outputs) {
+      Tensor want = read_npy(fixture(name + ".out_" + o + ".npy"));
+      ASSERT_TRUE(got.count(o)) << name << ": output " << o;
+      EXPECT_EQ(got[o].dtype(), want.dtype()) << name << ": " << o;
+      ASSERT_EQ(got[o].shape(), want.shape()) << name << ": " << o;
+      auto g = got[o].to_double_vector(), w = want.to_double_vector();
+      for (size_t i = 0; i < w.size(); i++) EXPECT_NEAR(g[i], w[i], 1e-5) << name << ": " << o << "[" << i << "]";
+    }
+  }
+}
+
+size_t count_op(const Graph& g, const std::string& op) {
+  size_t n = 0;
+  for (auto& node : g.nodes) {
+    n += node.op_type == op;
+    for (auto& [attr, sub] : node.subgraphs()) n += count_op(*sub, op);
+  }
+  return n;
+}
+
+TEST(ControlFlow, LoaderReadsSubgraphs) {
+  Model m = load_onnx(fixture("loop_nested_if.onnx"));
+  ASSERT_EQ(m.graph.nodes.size(), 1u);
+  const Graph& body = m.graph.nodes[0].attr_graph("body");
+  EXPECT_EQ(body.inputs.size(), 3u);
+  EXPECT_EQ(body.outputs.size(), 2u);
+  EXPECT_EQ(count_op(m.graph, "If"), 1u);
+  EXPECT_EQ(implicit_inputs(m.graph.nodes[0]), std::vector<std::string>{"x"});
+}
+
+TEST(ControlFlow, IfWithConstantConditionIsInlined) {
+  expect_matches_reference("if_const");
+  Session s(load_onnx(fixture("if_const.onnx")));
+  EXPECT_EQ(count_op(s.model().graph, "If"), 0u);
+}
+
+TEST(ControlFlow, IfOnDataReadsOuterScope) {
+  expect_matches_reference("if_data_then");
+  expect_matches_reference("if_data_else");
+}
+
+TEST(ControlFlow, LoopWithCarriedValuesScanOutputsAndEarlyExit) { expect_matches_reference("loop"); }
+
+TEST(ControlFlow, IfNestedInLoop) { expect_matches_reference("loop_nested_if"); }
+
+TEST(ControlFlow, ScanForwardAndReverseWithAxes) { expect_matches_reference("scan"); }
+
+TEST(ControlFlow, ScanShapesAreInferred) {
+  Session s(load_onnx(fixture("scan.onnx")));
+  const InferredGraph& inf =
+      s.infer({{"s0", {DType::f32, {2}}}, {"a", {DType::f32, {3, 2}}}, {"b", {DType::f32, {2, 3}}}, {"k", {DType::f32, {}}}});
+  EXPECT_EQ(inf.values.at("out0").shape, (Shape{3, 2}));
+  EXPECT_EQ(inf.values.at("out1").shape, (Shape{2, 3}));
+}
+
+TEST(ControlFlow, PlanRunsControlFlowOnTheHostAndCountsSubgraphOps) {
+  Session s(load_onnx(fixture("loop_nested_if.onnx")));
+  const Plan& p = s.plan({{"M", {DType::i64, {}}}, {"acc0", {DType::f32, {3}}}, {"x", {DType::f32, {3}}}});
+  const DevicePlan& host = p.device_plan(Device{});
+  EXPECT_EQ(host.ops.at("Loop"), 1);
+  EXPECT_EQ(host.ops.at("If"), 1);
+  EXPECT_EQ(host.ops.at("Add"), 1);
+  bool control_flow = false;
+  for (auto& step : p.steps) control_flow = control_flow || step.control_flow;
+  EXPECT_TRUE(control_flow);
+}
+
+TEST(ControlFlow, IfBranchesWithDifferentTypesFail) {
+  Session s(load_onnx(fixture("if_bad_types.onnx")));
+  TensorMap in{{"c", Tensor::scalar<bool>(true)}, {"x", Tensor::from_vector<float>({1, 2}, {2})}};
+  try {
+    s.run(in);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("bad_if"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("same type"), std::string::npos) << msg;
+  }
+}
+
+TEST(ControlFlow, SubgraphReadingAnUnknownValueFailsAtLoad) {
+  try {
+    load_onnx(fixture("if_missing_outer.onnx"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("missing_if"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("then_branch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nowhere"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace vlrt
