@@ -118,5 +118,74 @@ TEST(ControlFlow, SubgraphReadingAnUnknownValueFailsAtLoad) {
   }
 }
 
+Node make_node(const std::string& name, const std::string& op, std::vector<std::string> in,
+               std::vector<std::string> out) {
+  Node n;
+  n.name = name;
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+// A model whose only node is an If with `branch` as both branches.
+Model if_model(const Graph& branch) {
+  Model m;
+  m.path = "if.onnx";
+  m.ir_version = 8;
+  m.opsets[""] = 16;
+  m.graph.inputs = {ValueDecl{"c", DType::boolean, true, {}}, ValueDecl{"x", DType::f32, true, {Dim{2, ""}}}};
+  m.graph.outputs = {ValueDecl{"y", DType::f32, false, {}}};
+  Node n = make_node("the_if", "If", {"c"}, {"y"});
+  for (const char* attr : {"then_branch", "else_branch"}) {
+    Attribute a;
+    a.kind = Attribute::Kind::graph;
+    a.graph = std::make_shared<Graph>(branch);
+    n.attrs[attr] = a;
+  }
+  m.graph.nodes.push_back(n);
+  return m;
+}
+
+TEST(ControlFlow, CyclicSubgraphFailsNamingNodeAndSubgraph) {
+  Graph branch;
+  branch.nodes = {make_node("a", "Relu", {"b_out"}, {"a_out"}), make_node("b", "Relu", {"a_out"}, {"b_out"})};
+  branch.outputs = {ValueDecl{"a_out", DType::f32, false, {}}};
+  Model m = if_model(branch);
+  try {
+    topo_sort(m.graph);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("the_if"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("else_branch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+  }
+}
+
+TEST(ControlFlow, UnsupportedOpInsideASubgraphIsReported) {
+  Graph branch;
+  branch.nodes = {make_node("odd", "NoSuchOp", {"x"}, {"t"})};
+  branch.outputs = {ValueDecl{"t", DType::f32, false, {}}};
+  try {
+    Session s(if_model(branch));
+    FAIL() << "expected an error";
+  } catch (const Unsupported& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("NoSuchOp"), std::string::npos) << msg;
+  }
+}
+
+TEST(ControlFlow, IfOnARuntimeConditionRunsEitherBranch) {
+  Graph branch;
+  branch.nodes = {make_node("neg", "Neg", {"x"}, {"t"})};
+  branch.outputs = {ValueDecl{"t", DType::f32, false, {}}};
+  Session s(if_model(branch));
+  for (bool c : {true, false}) {
+    TensorMap out = s.run({{"c", Tensor::scalar<bool>(c)}, {"x", Tensor::from_vector<float>({1, -2}, {2})}});
+    EXPECT_EQ(out.at("y").to_double_vector(), (std::vector<double>{-1, 2}));
+  }
+}
+
 }  // namespace
 }  // namespace vlrt
