@@ -68,8 +68,12 @@ def case(name, op, seq, batch, inp, hidden, direction="forward", bias=True, lens
     inputs = [("X", x), ("W", w), ("R", r), ("B", b), ("sequence_lens", sl), ("initial_h", h0)]
     if g == 4:
         inputs += [("initial_c", c0), ("P", p)]
+    exact = {}
     if op == "DynamicQuantizeLSTM":
         inputs = quantize_weights(inputs, attrs.pop("per_channel"), attrs.pop("signed"))
+        # onnxruntime also quantizes X and H at every step; an LSTM on the dequantized weights
+        # gives what dequantizing W and R alone gives, the reference that vlrt computes.
+        exact = run(make_model("LSTM", dequantized(inputs), attrs, outputs), x)
     ref = run(make_model(op, inputs, attrs, outputs, domain), x)
     if layout == 1:
         # X [batch, seq, input], Y [batch, seq, nd, hidden], states [batch, nd, hidden].
@@ -85,6 +89,8 @@ def case(name, op, seq, batch, inp, hidden, direction="forward", bias=True, lens
     np.save(os.path.join(d, "X.npy"), x)
     for k, v in ref.items():
         np.save(os.path.join(d, k + ".npy"), v.astype(np.float32))
+    for k, v in exact.items():
+        np.save(os.path.join(d, k + "_exact.npy"), v.astype(np.float32))
     print(name, {k: v.shape for k, v in ref.items()})
 
 
@@ -115,6 +121,19 @@ def quantize_weights(inputs, per_channel, signed):
         out.append((f"unused{len(out)}", None))
     out += [("W_scale", quant["W"][1]), ("W_zero_point", quant["W"][2]),
             ("R_scale", quant["R"][1]), ("R_zero_point", quant["R"][2])]
+    return out
+
+
+def dequantized(inputs):
+    """DynamicQuantizeLSTM's inputs -> LSTM's: W and R dequantized and transposed to [nd, rows, k]."""
+    t = dict(inputs)
+    out = []
+    for n, a in inputs[:8]:
+        if n in ("W", "R"):
+            s, z = t[n + "_scale"], t[n + "_zero_point"].astype(np.float32)
+            s, z = (s[:, None, :], z[:, None, :]) if s.ndim == 2 else (s[:, None, None], z[:, None, None])
+            a = ((a.astype(np.float32) - z) * s).transpose(0, 2, 1).astype(np.float32).copy()
+        out.append((n, a))
     return out
 
 

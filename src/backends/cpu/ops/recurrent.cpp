@@ -117,6 +117,7 @@ RnnResult run_rnn(const RnnProblem& pb) {
         rnn_step(pb, d, pb.x.data() + (l1 ? n * S + t : t * N + n) * I, h, c);
         std::copy(h.begin(), h.end(), res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
       }
+      if (len == 0) continue;  // as onnxruntime: no step, zero final state
       std::copy(h.begin(), h.end(), res.yh.begin() + state_at);
       std::copy(c.begin(), c.end(), res.yc.begin() + state_at);
     }
