@@ -56,7 +56,8 @@ void rnn_step(const RnnProblem& pb, int64_t d, const double* x, std::vector<doub
       for (int64_t j = 0; j < H; j++) h[j] = act[0](clipped(pb, xw[j] + hr[j]));
       break;
     case RnnKind::gru: {
-      // Gates z, r, h; h's recurrent term needs r, so it is recomputed here.
+      // Gates z, r, h. Without linear_before_reset the h gate's recurrent term is Rh . (r * h),
+      // so it is computed here, once r is known, instead of taking Rh . h from hr.
       const double* rh = pb.r.data() + (d * rows + 2 * H) * H;
       std::vector<double> z(H), reset(H), rh_prev(H);
       for (int64_t j = 0; j < H; j++) {
