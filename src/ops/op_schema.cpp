@@ -49,6 +49,7 @@ const SchemaTable& op_schemas() {
     register_loss_schemas(t);
     register_misc_schemas(t);
     register_control_flow_schemas(t);
+    register_recurrent_schemas(t);
     return t;
   }();
   return table;

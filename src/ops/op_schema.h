@@ -106,5 +106,6 @@ void register_tensor_schemas(SchemaTable& t);
 void register_loss_schemas(SchemaTable& t);
 void register_misc_schemas(SchemaTable& t);
 void register_control_flow_schemas(SchemaTable& t);
+void register_recurrent_schemas(SchemaTable& t);
 
 }  // namespace vlrt
