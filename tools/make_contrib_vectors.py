@@ -210,6 +210,20 @@ def matmul_nbits():
          ["Y"], initializers=["B", "scales", "zero_points", "bias"], K=48, N=4, bits=4, block_size=16)
 
 
+def rotary():
+    b, s, n, h = 2, 3, 2, 8
+    cos_sin = rng.random((10, h // 2)).astype(np.float32), rng.random((10, h // 2)).astype(np.float32)
+    caches = [("cos_cache", cos_sin[0]), ("sin_cache", cos_sin[1])]
+    init = dict(initializers=["cos_cache", "sin_cache"])
+    pos = np.array([[0, 1, 2], [4, 5, 9]], np.int64)
+    case("rotary", "RotaryEmbedding", [("input", randn(b, s, n * h)), ("position_ids", pos)] + caches, ["output"],
+         num_heads=n, **init)
+    case("rotary_interleaved_4d", "RotaryEmbedding", [("input", randn(b, n, s, h)), ("position_ids", pos)] + caches,
+         ["output"], interleaved=1, **init)
+    case("rotary_offset", "RotaryEmbedding",
+         [("input", randn(b, s, n * h)), ("position_ids", np.array([3], np.int64))] + caches, ["output"], **init)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -220,6 +234,7 @@ def main():
     matmuls()
     attention()
     matmul_nbits()
+    rotary()
     with open(os.path.join(OUT, "cases.txt"), "w") as f:
         f.write("\n".join(CASES) + "\n")
 

@@ -252,7 +252,53 @@ void infer_matmul_nbits(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
+// ---- RotaryEmbedding --------------------------------------------------------------------
+
+void infer_rotary_embedding(InferContext& ctx) {
+  require_float(ctx, 0, "input");
+  const Shape& x = ctx.input_shape(0);
+  VLRT_CHECK(x.size() == 3 || x.size() == 4,
+             "input must be [batch, sequence, hidden] or [batch, heads, sequence, head], got ", shape_str(x));
+  VLRT_CHECK(!ctx.node.attr_int("is_packed_batching", 0), "is_packed_batching=1 is not supported");
+  for (size_t i = 2; i < 4; i++) require_same_dtype(ctx, i, i == 2 ? "cos_cache" : "sin_cache", "input");
+  const Shape& cache = ctx.input_shape(2);
+  VLRT_CHECK(cache.size() == 2 && ctx.input_shape(3) == cache,
+             "cos_cache and sin_cache must be 2-D [max_position, rotary_dim / 2] of one shape, got ",
+             shape_str(cache), " and ", shape_str(ctx.input_shape(3)));
+  RotaryDims d = rotary_dims(ctx.node, x, cache);
+  VLRT_CHECK(d.rotary_dim <= d.head_size && d.rotary_dim == 2 * cache[1], "rotary dim ", d.rotary_dim,
+             " must be twice the cache's ", cache[1], " columns and at most the head size ", d.head_size);
+  VLRT_CHECK(ctx.input_dtype(1) == DType::i64, "position_ids must be int64, got ",
+             dtype_name(ctx.input_dtype(1)));
+  const Shape& pos = ctx.input_shape(1);
+  int64_t b = x[0], s = x.size() == 3 ? x[1] : x[2];
+  VLRT_CHECK(pos == Shape{1} || pos == (Shape{b, s}), "position_ids must be [", b, ", ", s,
+             "] or [1] (an offset), got ", shape_str(pos));
+  ctx.set_output(0, ctx.input_dtype(0), x);
+}
+
 }  // namespace
+
+RotaryDims rotary_dims(const Node& n, const Shape& x, const Shape& cache) {
+  int64_t heads = n.attr_int("num_heads", 0), rot = n.attr_int("rotary_embedding_dim", 0);
+  VLRT_CHECK(heads >= 0 && rot >= 0, "num_heads and rotary_embedding_dim must not be negative");
+  RotaryDims d{};
+  if (x.size() == 4) {
+    d.heads = x[1];
+    d.head_size = x[3];
+  } else if (heads > 0) {
+    VLRT_CHECK(x[2] % heads == 0, "num_heads ", heads, " does not divide the hidden size ", x[2]);
+    d.heads = heads;
+    d.head_size = x[2] / heads;
+  } else {
+    d.head_size = rot > 0 ? rot : 2 * cache[1];
+    VLRT_CHECK(d.head_size > 0 && x[2] % d.head_size == 0, "the head size ", d.head_size,
+               " (from the cache; set num_heads) does not divide the hidden size ", x[2]);
+    d.heads = x[2] / d.head_size;
+  }
+  d.rotary_dim = rot > 0 ? rot : 2 * cache[1];
+  return d;
+}
 
 MatMulNBitsDims matmul_nbits_dims(const Node& n) {
   VLRT_CHECK(n.has_attr("K") && n.has_attr("N") && n.has_attr("block_size"),
@@ -335,6 +381,7 @@ void register_contrib_schemas(SchemaTable& t) {
   t[ms + "FusedMatMul"] = {infer_fused_matmul, 2, 2};
   t[ms + "FusedConv"] = {infer_fused_conv, 2, 4};
   t[ms + "MatMulNBits"] = {infer_matmul_nbits, 3, 6};
+  t[ms + "RotaryEmbedding"] = {infer_rotary_embedding, 4, 4};
 }
 
 }  // namespace vlrt

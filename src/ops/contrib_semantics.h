@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "graph/graph.h"
 
 namespace vlrt {
@@ -27,5 +28,12 @@ struct MatMulNBitsDims {
 };
 // Fails when an attribute is missing or out of range; unsupported for bits other than 4.
 MatMulNBitsDims matmul_nbits_dims(const Node& n);
+
+// RotaryEmbedding of input [B,S,N*H] or [B,N,S,H] with caches [max_position, rotary_dim / 2]:
+// the first rotary_dim values of each head rotate.
+struct RotaryDims {
+  int64_t heads, head_size, rotary_dim;
+};
+RotaryDims rotary_dims(const Node& n, const Shape& x, const Shape& cache);
 
 }  // namespace vlrt

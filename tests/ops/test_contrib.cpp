@@ -235,5 +235,26 @@ TEST(Contrib, MatMulNBitsErrors) {
   expect_error([&] { run_ms("MatMulNBits", {a, b}, attrs(32, 3, 16)); }, "has 2 inputs");
 }
 
+TEST(Contrib, RotaryEmbeddingErrors) {
+  Tensor cache = zeros({10, 4});
+  Tensor pos = Tensor::from_vector<int64_t>({0, 1, 2, 3, 4, 12}, {2, 3});
+  expect_error(
+      [&] {
+        run_ms("RotaryEmbedding", {zeros({2, 3, 16}), pos, cache, cache}, {{"num_heads", attr_i(3)}});
+      },
+      "num_heads 3 does not divide the hidden size 16");
+  expect_error(
+      [&] {
+        run_ms("RotaryEmbedding", {zeros({2, 3, 16}), pos, cache, cache});
+      },
+      "position 12 is outside the caches' 10 positions");
+  expect_error(
+      [&] {
+        run_ms("RotaryEmbedding", {zeros({2, 3, 16}), pos, cache, zeros({10, 3})});
+      },
+      "cos_cache and sin_cache must be 2-D");
+  expect_error([&] { run_ms("RotaryEmbedding", {zeros({2, 2, 3, 4}), pos, cache, cache}); }, "rotary dim 8");
+}
+
 }  // namespace
 }  // namespace vlrt::test

@@ -275,6 +275,38 @@ void matmul_nbits_kernel(KernelContext& ctx) {
   store(ctx.output(0), y);
 }
 
+// ---- RotaryEmbedding ------------------------------------------------------------------
+
+// Rotates pairs (i, i + rot/2), or (2i, 2i + 1) when interleaved, of each head's first
+// rotary_dim values by the angle whose cos and sin the caches hold at the token's position.
+void rotary_embedding_kernel(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const Shape& cache = ctx.input(2).shape();
+  RotaryDims d = rotary_dims(ctx.node, in.shape(), cache);
+  bool bnsh = in.rank() == 4, interleaved = ctx.node.attr_int("interleaved", 0) != 0;
+  int64_t b = in.dim(0), s = bnsh ? in.dim(2) : in.dim(1), half = d.rotary_dim / 2;
+  std::vector<double> x = in.to_double_vector(), cos = ctx.input(2).to_double_vector(),
+                      sin = ctx.input(3).to_double_vector();
+  std::vector<int64_t> pos = ctx.input(1).to_int64_vector();
+  for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t si = 0; si < s; si++) {
+      int64_t p = pos.size() == 1 ? pos[0] + si : pos[size_t(bi * s + si)];
+      VLRT_CHECK(p >= 0 && p < cache[0], "position ", p, " is outside the caches' ", cache[0], " positions");
+      for (int64_t n = 0; n < d.heads; n++) {
+        int64_t base =
+            bnsh ? ((bi * d.heads + n) * s + si) * d.head_size : ((bi * s + si) * d.heads + n) * d.head_size;
+        double* h = x.data() + base;
+        for (int64_t i = 0; i < half; i++) {
+          int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+          double c = cos[size_t(p * half + i)], sn = sin[size_t(p * half + i)], a = h[i0], e = h[i1];
+          h[i0] = a * c - e * sn;
+          h[i1] = e * c + a * sn;
+        }
+      }
+    }
+  store(ctx.output(0), x);
+}
+
 }  // namespace
 
 // Attention and MultiHeadAttention, in contrib_attention.cpp.
@@ -294,6 +326,7 @@ void register_contrib_kernels(CpuKernelTable& t) {
   t["com.microsoft.FusedMatMul"] = {fused_matmul_kernel};
   t["com.microsoft.FusedConv"] = {fused_conv_kernel};
   t["com.microsoft.MatMulNBits"] = {matmul_nbits_kernel};
+  t["com.microsoft.RotaryEmbedding"] = {rotary_embedding_kernel};
 }
 
 }  // namespace vlrt
