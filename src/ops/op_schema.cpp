@@ -50,6 +50,7 @@ const SchemaTable& op_schemas() {
     register_misc_schemas(t);
     register_control_flow_schemas(t);
     register_recurrent_schemas(t);
+    register_contrib_schemas(t);
     return t;
   }();
   return table;

@@ -107,5 +107,6 @@ void register_loss_schemas(SchemaTable& t);
 void register_misc_schemas(SchemaTable& t);
 void register_control_flow_schemas(SchemaTable& t);
 void register_recurrent_schemas(SchemaTable& t);
+void register_contrib_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -26,6 +26,7 @@ const CpuKernelTable& cpu_kernels() {
     register_loss_kernels(t);
     register_misc_kernels(t);
     register_recurrent_kernels(t);
+    register_contrib_kernels(t);
     return t;
   }();
   return table;

@@ -1,0 +1,39 @@
+// Semantics of ONNX Runtime's contrib ops that shape inference and the kernels share.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// FusedMatMul: the permutation of an operand of `rank` axes that gives MatMul's operand.
+// transBatch moves axis 0 behind the other batch axes; trans swaps the last two axes.
+std::vector<int64_t> fused_matmul_perm(size_t rank, bool trans_batch, bool trans);
+
+// FusedConv's activation attribute with its activation_params.
+struct FusedActivation {
+  enum Kind { none, relu, tanh, sigmoid, leaky_relu, clip, hard_sigmoid } kind = none;
+  float alpha = 0, beta = 0;  // LeakyRelu alpha; Clip min, max; HardSigmoid alpha, beta
+};
+// Fails naming the activation when it is unknown or its parameters do not fit.
+FusedActivation fused_conv_activation(const Node& n);
+
+// MatMulNBits' attributes: Y = A [.., K] times the dequantized [N, K] weight transposed.
+// The weight has `blocks` = ceil(K / block_size) blocks per row, the last one padded.
+struct MatMulNBitsDims {
+  int64_t k, n, block_size, blocks;
+};
+// Fails when an attribute is missing or out of range; unsupported for bits other than 4.
+MatMulNBitsDims matmul_nbits_dims(const Node& n);
+
+// RotaryEmbedding of input [B,S,N*H] or [B,N,S,H] with caches [max_position, rotary_dim / 2]:
+// the first rotary_dim values of each head rotate.
+struct RotaryDims {
+  int64_t heads, head_size, rotary_dim;
+};
+RotaryDims rotary_dims(const Node& n, const Shape& x, const Shape& cache);
+
+}  // namespace vlrt
