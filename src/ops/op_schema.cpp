@@ -48,6 +48,7 @@ const SchemaTable& op_schemas() {
     register_tensor_schemas(t);
     register_loss_schemas(t);
     register_misc_schemas(t);
+    register_signal_schemas(t);
     return t;
   }();
   return table;

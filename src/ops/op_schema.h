@@ -103,5 +103,6 @@ void register_spatial_schemas(SchemaTable& t);
 void register_tensor_schemas(SchemaTable& t);
 void register_loss_schemas(SchemaTable& t);
 void register_misc_schemas(SchemaTable& t);
+void register_signal_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -25,6 +25,7 @@ const CpuKernelTable& cpu_kernels() {
     register_tensor_kernels(t);
     register_loss_kernels(t);
     register_misc_kernels(t);
+    register_signal_kernels(t);
     return t;
   }();
   return table;
