@@ -1,6 +1,7 @@
 #include "ops/misc_semantics.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 
@@ -79,7 +80,7 @@ std::vector<std::array<int64_t, 3>> non_max_suppression(const Node& node, const 
       const float* s = sp + (b * classes + k) * n;
       std::vector<int64_t> order;
       for (int64_t i = 0; i < n; i++)
-        if (!min_score || s[i] > *min_score) order.push_back(i);
+        if (!std::isnan(s[i]) && (!min_score || s[i] > *min_score)) order.push_back(i);  // NaN has no rank
       std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return s[x] > s[y]; });
       std::vector<int64_t> kept;
       for (int64_t i : order) {

@@ -1,4 +1,6 @@
 // NonMaxSuppression: box formats, per-class selection, limits and thresholds.
+#include <optional>
+
 #include "op_test_util.h"
 
 namespace vlrt::test {
@@ -22,6 +24,9 @@ TEST(NonMaxSuppression, PerClassInScoreOrderWithLimitAndThresholds) {
   EXPECT_EQ(y.to_int64_vector(), (std::vector<int64_t>{0, 0, 1, 0, 0, 2, 0, 1, 2, 0, 1, 1}));
   Tensor limited = nms(boxes, scores, 1, 0.5f, 0.3f);
   EXPECT_EQ(limited.to_int64_vector(), (std::vector<int64_t>{0, 0, 1, 0, 1, 2}));
+  Tensor nan_scores = f32({NAN, 0.5f, 0.4f}, {1, 1, 3});
+  EXPECT_EQ(nms(boxes, nan_scores, 5, 0.5f, std::nullopt).to_int64_vector(),
+            (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
   Tensor none = nms(boxes, scores, 0, 0.5f, std::nullopt);
   EXPECT_EQ(none.shape(), (Shape{0, 3}));
 }
