@@ -1,6 +1,7 @@
 #include "exec/session.h"
 
 #include <functional>
+#include <cstdio>
 #include <thread>
 
 #include "ops/op_schema.h"
@@ -76,6 +77,10 @@ void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Sh
     for (auto& d : declared) found = found || d.name == name;
     if (!found) fail("unknown input '", name, "'; the model's inputs are ", expected_names);
   }
+  auto first_warning = [this](const std::string& symbol) {
+    std::lock_guard<std::mutex> lock(warned_mutex_);
+    return warned_symbols_.insert(symbol).second;
+  };
   std::map<std::string, std::pair<int64_t, std::string>> symbols;
   for (auto& d : declared) {
     auto it = inputs.find(d.name);
@@ -93,11 +98,14 @@ void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Sh
       if (dim.value >= 0 && dim.value != shape[i])
         fail("input '", d.name, "' has shape ", shape_str(shape), " but the model expects ", d.describe(),
              " (axis ", i, " must be ", dim.value, ")");
+      // A symbol names a dimension, it does not bind two inputs together (ONNX Runtime runs
+      // PP-OCR, whose H and W are both "?"): differing sizes are said once per session.
       if (dim.value < 0 && !dim.param.empty()) {
         auto [sit, inserted] = symbols.emplace(dim.param, std::make_pair(shape[i], d.name));
-        if (!inserted && sit->second.first != shape[i])
-          fail("dimension '", dim.param, "' is ", sit->second.first, " in input '", sit->second.second, "' but ",
-               shape[i], " in input '", d.name, "' (", shape_str(shape), ")");
+        if (!inserted && sit->second.first != shape[i] && first_warning(dim.param))
+          std::fprintf(stderr, "vlrt: warning: dimension '%s' is %lld in input '%s' but %lld in input '%s'; "
+                       "running with each size as given\n", dim.param.c_str(), (long long)sit->second.first,
+                       sit->second.second.c_str(), (long long)shape[i], d.name.c_str());
       }
     }
   }

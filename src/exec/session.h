@@ -5,6 +5,8 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,9 @@ class Session {
   int threads() const;
   Executor& executor() { return executor_; }
 
-  // Checks names, dtypes, ranks and fixed/symbolic dimensions of the inputs
-  // against the model's declaration; fails naming the input and the expected shape.
+  // Checks names, dtypes, ranks and fixed dimensions of the inputs against the model's
+  // declaration; fails naming the input and the expected shape. A symbolic dimension
+  // whose size differs between inputs is warned about on stderr once, not refused.
   void check_inputs(const TensorMap& inputs) const;
   // Same check for shapes alone (planning without data).
   void check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const;
@@ -68,6 +71,10 @@ class Session {
   SessionOptions options_;
   Executor executor_;
   std::map<std::string, Prepared> prepared_;  // by input signature
+  // Symbols whose sizes differed between inputs, warned about once; check_inputs runs on
+  // server threads.
+  mutable std::mutex warned_mutex_;
+  mutable std::set<std::string> warned_symbols_;
 };
 
 // The dtype and shape of each tensor.

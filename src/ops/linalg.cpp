@@ -1,4 +1,4 @@
-// Shape inference for MatMul, Gemm, Conv, ConvTranspose, Einsum and MatMulInteger.
+// Shape inference for MatMul, Gemm, Conv, ConvTranspose, Einsum, MatMulInteger and Det.
 #include "ops/linalg_semantics.h"
 #include "ops/op_schema.h"
 #include "ops/shape_util.h"
@@ -213,6 +213,15 @@ void infer_matmul_integer(InferContext& ctx) {
   ctx.set_output(0, DType::i32, y);
 }
 
+// Det of [*, M, M] is [*].
+void infer_det(InferContext& ctx) {
+  if (!is_float_type(ctx.input_dtype(0))) fail("Det needs a float type, got ", dtype_name(ctx.input_dtype(0)));
+  const Shape& x = ctx.input_shape(0);
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+    fail("Det needs square matrices [*, M, M], got ", shape_str(x));
+  ctx.set_output(0, ctx.input_dtype(0), Shape(x.begin(), x.end() - 2));
+}
+
 }  // namespace
 
 void register_linalg_schemas(SchemaTable& t) {
@@ -222,6 +231,7 @@ void register_linalg_schemas(SchemaTable& t) {
   t["ConvTranspose"] = {infer_conv_transpose, 2, 3};
   t["Einsum"] = {infer_einsum, 1, -1};
   t["MatMulInteger"] = {infer_matmul_integer, 2, 4};
+  t["Det"] = {infer_det, 1, 1};
 }
 
 }  // namespace vlrt

@@ -51,6 +51,7 @@ const SchemaTable& op_schemas() {
     register_control_flow_schemas(t);
     register_recurrent_schemas(t);
     register_contrib_schemas(t);
+    register_signal_schemas(t);
     return t;
   }();
   return table;

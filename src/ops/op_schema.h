@@ -108,5 +108,6 @@ void register_misc_schemas(SchemaTable& t);
 void register_control_flow_schemas(SchemaTable& t);
 void register_recurrent_schemas(SchemaTable& t);
 void register_contrib_schemas(SchemaTable& t);
+void register_signal_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -426,17 +426,19 @@ void infer_constant(InferContext& ctx) {
 }
 
 void infer_range(InferContext& ctx) {
+  // Every numeric type, beyond the spec's float, double, int16, int32 and int64 (as ONNX Runtime).
   DType t = ctx.input_dtype(0);
-  VLRT_CHECK(t == DType::f32 || t == DType::f64 || t == DType::i16 || t == DType::i32 || t == DType::i64,
-             "type ", dtype_name(t), " is not allowed (float, double, int16, int32, int64)");
+  VLRT_CHECK(t != DType::boolean && t != DType::string && dtype_supported(t), "type ", dtype_name(t),
+             " is not allowed (a numeric type)");
   for (size_t i = 0; i < 3; i++) {
     check_same_dtype(ctx, 0, i, cat("input ", i).c_str());
     check_single_element(ctx.input_shape(i), cat("input ", i).c_str());
   }
+  bool half = t == DType::f16 || t == DType::bf16;
   int64_t n = 0;
-  dispatch_numeric(t, [&]<class T>() {
-    T start = ctx.input_value(0).data<T>()[0], limit = ctx.input_value(1).data<T>()[0];
-    T delta = ctx.input_value(2).data<T>()[0];
+  dispatch_numeric(half ? DType::f32 : t, [&]<class T>() {
+    auto value = [&](size_t i) { return half ? T(ctx.input_value(i).to_double_vector()[0]) : ctx.input_value(i).data<T>()[0]; };
+    T start = value(0), limit = value(1), delta = value(2);
     VLRT_CHECK(delta != 0, "delta (input 2) must not be 0");
     if constexpr (std::is_floating_point_v<T>) {
       double count = std::ceil((double(limit) - double(start)) / double(delta));

@@ -595,3 +595,21 @@ TEST(Linalg, MatMulIntegerErrors) {
 
 }  // namespace
 }  // namespace vlrt::test
+
+namespace vlrt::test {
+namespace {
+
+TEST(Det, BatchedSquareMatricesWithPivotingAndSingular) {
+  Tensor x = f32({0, 2, 1, 3,             // needs a row swap: -2
+                  1, 2, 2, 4,             // singular: 0
+                  2, 0, 0, 0.5f},         // 1
+                 {3, 2, 2});
+  expect_close(run_op("Det", {x})[0], f32({-2, 0, 1}, {3}));
+  Tensor m3 = Tensor::from_vector<double>({2, -3, 1, 2, 0, -1, 1, 4, 5}, {3, 3});
+  expect_close(run_op("Det", {m3})[0], Tensor::from_vector<double>({49}, {}), 1e-12);
+  EXPECT_THROW(run_op("Det", {f32({1, 2, 3, 4, 5, 6}, {2, 3})}), Error);
+  EXPECT_THROW(run_op("Det", {i64({1, 2, 3, 4}, {2, 2})}), Error);
+}
+
+}  // namespace
+}  // namespace vlrt::test

@@ -434,3 +434,28 @@ TEST(TensorOps, CompressAndReverseSequence) {
 
 }  // namespace
 }  // namespace vlrt
+
+namespace vlrt::test {
+namespace {
+
+TEST(Range, EveryNumericType) {
+  auto range = [](Tensor a, Tensor b, Tensor c) { return run_op("Range", {a, b, c})[0]; };
+  auto s = []<class T>(T v) { return Tensor::scalar<T>(v); };
+  Tensor i8 = range(s(int8_t(5)), s(int8_t(-4)), s(int8_t(-3)));
+  EXPECT_EQ(i8.dtype(), DType::i8);
+  EXPECT_EQ(i8.to_double_vector(), (std::vector<double>{5, 2, -1}));
+  Tensor u8 = range(s(uint8_t(250)), s(uint8_t(255)), s(uint8_t(2)));
+  EXPECT_EQ(u8.to_double_vector(), (std::vector<double>{250, 252, 254}));
+  Tensor u64 = range(s(uint64_t(1)), s(uint64_t(4)), s(uint64_t(1)));
+  EXPECT_EQ(u64.to_double_vector(), (std::vector<double>{1, 2, 3}));
+  Tensor f64 = range(s(0.5), s(2.0), s(0.5));
+  EXPECT_EQ(f64.to_double_vector(), (std::vector<double>{0.5, 1.0, 1.5}));
+  Tensor half = range(Tensor::zeros(DType::f16, {}), run_op("Cast", {f32({2}, {})}, {{"to", attr_i(10)}})[0],
+                      run_op("Cast", {f32({0.5f}, {})}, {{"to", attr_i(10)}})[0]);
+  EXPECT_EQ(half.dtype(), DType::f16);
+  EXPECT_EQ(half.to_double_vector(), (std::vector<double>{0, 0.5, 1, 1.5}));
+  EXPECT_THROW(range(s(int8_t(0)), s(int8_t(4)), s(int8_t(0))), Error);
+}
+
+}  // namespace
+}  // namespace vlrt::test

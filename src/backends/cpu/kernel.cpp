@@ -27,6 +27,7 @@ const CpuKernelTable& cpu_kernels() {
     register_misc_kernels(t);
     register_recurrent_kernels(t);
     register_contrib_kernels(t);
+    register_signal_kernels(t);
     return t;
   }();
   return table;

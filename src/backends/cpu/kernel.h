@@ -61,5 +61,6 @@ void register_loss_kernels(CpuKernelTable& t);
 void register_misc_kernels(CpuKernelTable& t);
 void register_recurrent_kernels(CpuKernelTable& t);
 void register_contrib_kernels(CpuKernelTable& t);
+void register_signal_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt

@@ -1,4 +1,4 @@
-// CPU kernels for MatMul, Gemm, Conv, ConvTranspose, Einsum and MatMulInteger.
+// CPU kernels for MatMul, Gemm, Conv, ConvTranspose, Einsum, MatMulInteger and Det.
 // Float GEMMs go to OpenBLAS; convolutions are im2col + GEMM, with a direct kernel for
 // depthwise and no im2col at all for 1x1 stride-1 unpadded ones.
 #include <cblas.h>
@@ -632,6 +632,41 @@ void einsum_kernel(KernelContext& ctx) {
   });
 }
 
+// LU decomposition with partial pivoting, in double.
+void det_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  int64_t m = x.dim(-1), count = y.numel();
+  dispatch_float(x.dtype(), [&]<class T>() {
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    std::vector<double> a(m * m);
+    for (int64_t b = 0; b < count; b++) {
+      for (int64_t i = 0; i < m * m; i++) a[i] = double(xp[b * m * m + i]);
+      double det = 1;
+      for (int64_t c = 0; c < m && det != 0; c++) {
+        int64_t p = c;
+        for (int64_t r = c + 1; r < m; r++)
+          if (std::abs(a[r * m + c]) > std::abs(a[p * m + c])) p = r;
+        if (a[p * m + c] == 0) {
+          det = 0;
+          break;
+        }
+        if (p != c) {
+          for (int64_t k = 0; k < m; k++) std::swap(a[p * m + k], a[c * m + k]);
+          det = -det;
+        }
+        det *= a[c * m + c];
+        for (int64_t r = c + 1; r < m; r++) {
+          double f = a[r * m + c] / a[c * m + c];
+          for (int64_t k = c; k < m; k++) a[r * m + k] -= f * a[c * m + k];
+        }
+      }
+      yp[b] = T(det);
+    }
+  });
+}
+
 }  // namespace
 
 void register_linalg_kernels(CpuKernelTable& t) {
@@ -641,6 +676,7 @@ void register_linalg_kernels(CpuKernelTable& t) {
   t["ConvTranspose"] = {conv_transpose_kernel};
   t["Einsum"] = {einsum_kernel};
   t["MatMulInteger"] = {matmul_integer_kernel};
+  t["Det"] = {det_kernel};
 }
 
 }  // namespace vlrt
