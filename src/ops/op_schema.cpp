@@ -48,6 +48,8 @@ const SchemaTable& op_schemas() {
     register_tensor_schemas(t);
     register_loss_schemas(t);
     register_misc_schemas(t);
+    register_quantization_schemas(t);
+    register_quantization_contrib_schemas(t);
     return t;
   }();
   return table;

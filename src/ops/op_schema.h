@@ -103,5 +103,7 @@ void register_spatial_schemas(SchemaTable& t);
 void register_tensor_schemas(SchemaTable& t);
 void register_loss_schemas(SchemaTable& t);
 void register_misc_schemas(SchemaTable& t);
+void register_quantization_schemas(SchemaTable& t);
+void register_quantization_contrib_schemas(SchemaTable& t);
 
 }  // namespace vlrt

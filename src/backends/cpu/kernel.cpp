@@ -25,6 +25,8 @@ const CpuKernelTable& cpu_kernels() {
     register_tensor_kernels(t);
     register_loss_kernels(t);
     register_misc_kernels(t);
+    register_quantization_kernels(t);
+    register_quantization_contrib_kernels(t);
     return t;
   }();
   return table;

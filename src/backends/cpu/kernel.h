@@ -59,5 +59,7 @@ void register_spatial_kernels(CpuKernelTable& t);
 void register_tensor_kernels(CpuKernelTable& t);
 void register_loss_kernels(CpuKernelTable& t);
 void register_misc_kernels(CpuKernelTable& t);
+void register_quantization_kernels(CpuKernelTable& t);
+void register_quantization_contrib_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt
