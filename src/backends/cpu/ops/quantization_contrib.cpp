@@ -108,7 +108,8 @@ void qlinear_concat_kernel(KernelContext& ctx) {
   });
 }
 
-// Sum of each channel's values, requantized with x_scale / (y_scale * count) after removing x_zp * count.
+// Sum of each channel's values, requantized with x_scale / count / y_scale (ONNX Runtime's order) after
+// removing x_zp * count.
 void qlinear_global_average_pool_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
@@ -125,7 +126,7 @@ void qlinear_global_average_pool_kernel(KernelContext& ctx) {
         acc[size_t(b * c + ch)] = int32_t(s - int64_t(px.zp) * size);
       }
   });
-  requantize(acc.data(), n * c, {px.scale / (py.scale * float(size))}, 1, py.zp, y);
+  requantize(acc.data(), n * c, {px.scale / float(size) / py.scale}, 1, py.zp, y);
 }
 
 // A [M,K] or its transpose as a contiguous [M,K] copy.
