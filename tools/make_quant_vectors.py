@@ -134,6 +134,16 @@ def contrib():
          [("a", q((2, 3, 4), np.uint8)), ("b", q((4, 5), np.uint8)), ("as", scalar(0.02, np.float32)),
           ("bs", scalar(0.03, np.float32)), ("azp", scalar(120, np.uint8)), ("bzp", scalar(110, np.uint8)),
           ("bias", f((5,)))], domain=ms)
+    pool = [("x", q((1, 3, 5, 6), np.uint8)), ("xs", scalar(0.05, np.float32)), ("xzp", scalar(100, np.uint8)),
+            ("ys", scalar(0.03, np.float32)), ("yzp", scalar(90, np.uint8))]
+    case("qlinear_average_pool_pads", "QLinearAveragePool", pool, domain=ms, kernel_shape=[3, 2], strides=[2, 2],
+         pads=[1, 0, 1, 1])
+    case("qlinear_average_pool_include_pad", "QLinearAveragePool", pool, domain=ms, kernel_shape=[3, 3],
+         pads=[1, 1, 1, 1], count_include_pad=1)
+    case("qlinear_average_pool_nhwc_ceil", "QLinearAveragePool",
+         [("x", q((2, 5, 4, 3), np.int8)), ("xs", scalar(0.05, np.float32)), ("xzp", scalar(-3, np.int8)),
+          ("ys", scalar(0.02, np.float32)), ("yzp", scalar(4, np.int8))], domain=ms, kernel_shape=[2, 2],
+         strides=[2, 2], ceil_mode=1, channels_last=1)
 
 
 if __name__ == "__main__":

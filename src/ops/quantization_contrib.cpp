@@ -72,6 +72,45 @@ void infer_qlinear_global_average_pool(InferContext& ctx) {
   ctx.set_output(0, t, y);
 }
 
+}  // namespace
+
+Node qlinear_average_pool_as_float(const Node& n) {
+  Node f = n;
+  f.op_type = "AveragePool";
+  f.domain.clear();
+  f.attrs.erase("channels_last");
+  return f;
+}
+
+Shape channels_first(const Shape& s) {
+  Shape r = s;
+  r.insert(r.begin() + 1, r.back());
+  r.pop_back();
+  return r;
+}
+
+namespace {
+
+// The shape of AveragePool (opset 19) over X, moved to channels-last and back when channels_last is set.
+void infer_qlinear_average_pool(InferContext& ctx) {
+  DType t = check_quantized_input(ctx, 0, "X");
+  check_tensor_params(ctx, 1, 2, t, "x_scale", "x_zero_point", "X");
+  check_tensor_params(ctx, 3, 4, t, "y_scale", "y_zero_point", "X");
+  bool last = ctx.node.attr_int("channels_last", 0) != 0;
+  ValueInfo x;
+  x.dtype = DType::f32;
+  x.shape_known = true;
+  x.shape = ctx.input_shape(0);
+  if (x.shape.size() < 3) fail("X must have rank >= 3, got ", shape_str(x.shape));
+  if (last) x.shape = channels_first(x.shape);
+  Shape y = infer_node(qlinear_average_pool_as_float(ctx.node), 19, {&x}).at(0).shape;
+  if (last) {
+    y.push_back(y[1]);
+    y.erase(y.begin() + 1);
+  }
+  ctx.set_output(0, t, y);
+}
+
 // A float scale and an optional zero point of b (inputs s, z), each one value or one per column.
 void check_column_params(const InferContext& ctx, size_t s, size_t z, DType bt, int64_t n) {
   check_float_scale(ctx, s, "b_scale");
@@ -143,6 +182,7 @@ void register_quantization_contrib_schemas(SchemaTable& t) {
   t["com.microsoft.QLinearLeakyRelu"] = {infer_qlinear_unary, 4, 5};
   t["com.microsoft.QLinearConcat"] = {infer_qlinear_concat, 5, -1};
   t["com.microsoft.QLinearGlobalAveragePool"] = {infer_qlinear_global_average_pool, 5, 5};
+  t["com.microsoft.QLinearAveragePool"] = {infer_qlinear_average_pool, 4, 5};
   t["com.microsoft.QGemm"] = {infer_qgemm, 6, 9};
   t["com.microsoft.DynamicQuantizeMatMul"] = {infer_dynamic_quantize_matmul, 3, 5};
   t["com.microsoft.MatMulIntegerToFloat"] = {infer_matmul_integer_to_float, 4, 7};

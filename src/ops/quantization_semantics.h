@@ -49,6 +49,11 @@ DType check_quantized_input(const InferContext& ctx, size_t i, const char* what)
 // Input zp, when given, has type `want`, that of the value it belongs to (`of`).
 void check_zero_point_type(const InferContext& ctx, size_t zp, DType want, const char* what, const char* of);
 
+// QLinearAveragePool is AveragePool (opset 19) between dequantization and quantization: the float node it
+// runs, and the NCHW form of an NHWC shape for its channels_last variant.
+Node qlinear_average_pool_as_float(const Node& n);
+Shape channels_first(const Shape& s);
+
 // Saturate(RoundHalfToEven(v) + zp) in T's range; NaN gives T's lowest value.
 template <class T>
 T quantize_value(float v, int32_t zp) {

@@ -250,7 +250,8 @@ TEST(QuantizationContrib, MatchesOnnxRuntime) {
        {"qlinearadd_uint8", "qlinearadd_int8", "qlinearmul_uint8", "qlinearmul_int8", "qlinear_sigmoid_u8",
         "qlinear_sigmoid_i8", "qlinear_leaky_relu_u8", "qlinear_leaky_relu_i8", "qlinear_concat",
         "qlinear_global_average_pool_nchw", "qlinear_global_average_pool_nhwc", "qgemm_float",
-        "qgemm_quantized", "dynamic_quantize_matmul", "matmul_integer_to_float"})
+        "qgemm_quantized", "dynamic_quantize_matmul", "matmul_integer_to_float", "qlinear_average_pool_pads",
+        "qlinear_average_pool_include_pad", "qlinear_average_pool_nhwc_ceil"})
     expect_fixture(name);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/ops/quantization.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
@@ -129,6 +130,47 @@ void qlinear_global_average_pool_kernel(KernelContext& ctx) {
   requantize(acc.data(), n * c, {px.scale / float(size) / py.scale}, 1, py.zp, y);
 }
 
+// x [N, D1..., C] and its NCHW copy [N, C, D1...] (or back, when `to_last`).
+template <class T>
+void move_channels(const T* src, T* dst, int64_t n, int64_t c, int64_t size, bool to_last) {
+  for (int64_t b = 0; b < n; b++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t p = 0; p < size; p++) {
+        int64_t first = (b * c + ch) * size + p, last = (b * size + p) * c + ch;
+        dst[to_last ? last : first] = src[to_last ? first : last];
+      }
+}
+
+// Dequantized x_scale * (X - x_zp), averaged by the float AveragePool kernel, then quantized as
+// ONNX Runtime does: Saturate(Round(Y / y_scale + y_zp)).
+void qlinear_average_pool_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  QParams px = qparams(ctx, 1, 2), py = qparams(ctx, 3, 4);
+  bool last = ctx.node.attr_int("channels_last", 0) != 0;
+  Tensor xf(DType::f32, last ? channels_first(x.shape()) : x.shape());
+  int64_t n = x.dim(0), c = xf.dim(1);
+  dispatch_q8(x.dtype(), [&]<class T>() {
+    std::vector<float> deq(size_t(x.numel()));
+    for (int64_t i = 0; i < x.numel(); i++)
+      deq[size_t(i)] = px.scale * float(int32_t(x.data<T>()[i]) - px.zp);
+    if (last)
+      move_channels(deq.data(), xf.data<float>(), n, c, x.numel() / std::max<int64_t>(1, n * c), false);
+    else
+      std::copy(deq.begin(), deq.end(), xf.data<float>());
+  });
+  Tensor yf = run_node_cpu(qlinear_average_pool_as_float(ctx.node), 19, {&xf}, ctx.pool).at(0);
+  std::vector<float> avg(size_t(yf.numel()));
+  if (last)
+    move_channels(yf.data<float>(), avg.data(), n, c, yf.numel() / std::max<int64_t>(1, n * c), true);
+  else
+    std::copy_n(yf.data<float>(), avg.size(), avg.begin());
+  dispatch_q8(y.dtype(), [&]<class T>() {
+    T* out = y.data<T>();
+    for (size_t i = 0; i < avg.size(); i++) out[i] = quantize_value<T>(avg[i] / py.scale + float(py.zp), 0);
+  });
+}
+
 // A [M,K] or its transpose as a contiguous [M,K] copy.
 Tensor maybe_transposed(const Tensor& t, bool trans) {
   if (!trans) return t;
@@ -211,6 +253,7 @@ void register_quantization_contrib_kernels(CpuKernelTable& t) {
   t["com.microsoft.QLinearLeakyRelu"] = {qlinear_leaky_relu_kernel};
   t["com.microsoft.QLinearConcat"] = {qlinear_concat_kernel};
   t["com.microsoft.QLinearGlobalAveragePool"] = {qlinear_global_average_pool_kernel};
+  t["com.microsoft.QLinearAveragePool"] = {qlinear_average_pool_kernel};
   t["com.microsoft.QGemm"] = {qgemm_kernel};
   t["com.microsoft.DynamicQuantizeMatMul"] = {dynamic_quantize_matmul_kernel};
   t["com.microsoft.MatMulIntegerToFloat"] = {matmul_integer_to_float_kernel};
