@@ -19,26 +19,11 @@ void check_same_dtype(const InferContext& ctx, size_t a, size_t b) {
          dtype_name(ctx.input_dtype(a)), "; they must match");
 }
 
-// numpy.matmul: 1-D operands are promoted to matrices and the added axis removed again.
-Shape matmul_shape(const Shape& a, const Shape& b) {
-  if (a.empty() || b.empty())
-    fail("MatMul operands must have rank >= 1, got ", shape_str(a), " and ", shape_str(b));
-  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
-  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
-  int64_t k_a = a2.back(), k_b = b2[b2.size() - 2];
-  if (k_a != k_b)
-    fail("inner dimensions do not match: ", shape_str(a), " x ", shape_str(b), " (", k_a, " vs ", k_b, ")");
-  Shape batch = broadcast_shapes(Shape(a2.begin(), a2.end() - 2), Shape(b2.begin(), b2.end() - 2));
-  if (a.size() > 1) batch.push_back(a2[a2.size() - 2]);
-  if (b.size() > 1) batch.push_back(b2.back());
-  return batch;
-}
-
 void infer_matmul(InferContext& ctx) {
   check_same_dtype(ctx, 0, 1);
   if (!is_numeric_type(ctx.input_dtype(0)))
     fail("MatMul needs a numeric type, got ", dtype_name(ctx.input_dtype(0)));
-  ctx.set_output(0, ctx.input_dtype(0), matmul_shape(ctx.input_shape(0), ctx.input_shape(1)));
+  ctx.set_output(0, ctx.input_dtype(0), matmul_output_shape(ctx.input_shape(0), ctx.input_shape(1)));
 }
 
 void infer_gemm(InferContext& ctx) {
@@ -79,27 +64,8 @@ void infer_conv(InferContext& ctx) {
     fail("Conv needs a float type, got ", dtype_name(ctx.input_dtype(0)));
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  ConvAttrs a = conv_attrs(ctx.node, x, w);
-  int64_t group = ctx.node.attr_int("group", 1);
-  if (w[1] * group != x[1] || w[0] % group != 0)
-    fail("with group=", group, ", W [M, C/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
-         " (needs W[1]*group == C and M divisible by group)");
+  Shape y = conv_output_shape(ctx.node, x, w);
   check_bias(ctx, w[0]);
-  size_t nsp = x.size() - 2;
-  Shape y{x[0], w[0]};
-  for (size_t i = 0; i < nsp; i++) {
-    int64_t in = x[i + 2], s = a.strides[i], ek = a.kernel_extent(i);
-    int64_t padded = in + a.pads[i] + a.pads[i + nsp];
-    if (a.same_pad()) {
-      y.push_back((in + s - 1) / s);
-      continue;
-    }
-    if (a.auto_pad == "VALID") padded = in;
-    if (padded < ek)
-      fail("spatial axis ", i, ": input size ", in, " (padded to ", padded,
-           ") is smaller than the dilated kernel ", ek);
-    y.push_back((padded - ek) / s + 1);
-  }
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
@@ -191,7 +157,7 @@ void infer_matmul_integer(InferContext& ctx) {
   if (ctx.has_input(3)) check_same_dtype(ctx, 1, 3);
   const Shape& a = ctx.input_shape(0);
   const Shape& b = ctx.input_shape(1);
-  Shape y = matmul_shape(a, b);
+  Shape y = matmul_output_shape(a, b);
   // Zero points: per tensor (one value), per row of A ([M] or [...,M,1]), per column of B ([N] or [...,1,N]).
   auto check_zp = [&](size_t i, const Shape& x, bool rows) {
     if (!ctx.has_input(i)) return;

@@ -137,6 +137,20 @@ int64_t conv_transpose_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64
   return split_pad_total(a.auto_pad, total);
 }
 
+Shape matmul_output_shape(const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty())
+    fail("MatMul operands must have rank >= 1, got ", shape_str(a), " and ", shape_str(b));
+  Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  int64_t k_a = a2.back(), k_b = b2[b2.size() - 2];
+  if (k_a != k_b)
+    fail("inner dimensions do not match: ", shape_str(a), " x ", shape_str(b), " (", k_a, " vs ", k_b, ")");
+  Shape batch = broadcast_shapes(Shape(a2.begin(), a2.end() - 2), Shape(b2.begin(), b2.end() - 2));
+  if (a.size() > 1) batch.push_back(a2[a2.size() - 2]);
+  if (b.size() > 1) batch.push_back(b2.back());
+  return batch;
+}
+
 MatMulDims matmul_dims(Shape as, Shape bs) {
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
@@ -158,6 +172,30 @@ MatMulDims matmul_dims(Shape as, Shape bs) {
   for (auto& s : d.a_strides) s *= d.m * d.k;
   for (auto& s : d.b_strides) s *= d.k * d.n;
   return d;
+}
+
+Shape conv_output_shape(const Node& n, const Shape& x, const Shape& w) {
+  ConvAttrs a = conv_attrs(n, x, w);
+  int64_t group = n.attr_int("group", 1);
+  if (group < 1 || w[1] * group != x[1] || w[0] % group != 0)
+    fail("with group=", group, ", W [M, C/group, ...] = ", shape_str(w), " does not fit X with C=", x[1],
+         " (needs W[1]*group == C and M divisible by group)");
+  size_t nsp = x.size() - 2;
+  Shape y{x[0], w[0]};
+  for (size_t i = 0; i < nsp; i++) {
+    int64_t in = x[i + 2], s = a.strides[i], ek = a.kernel_extent(i);
+    int64_t padded = in + a.pads[i] + a.pads[i + nsp];
+    if (a.same_pad()) {
+      y.push_back((in + s - 1) / s);
+      continue;
+    }
+    if (a.auto_pad == "VALID") padded = in;
+    if (padded < ek)
+      fail("spatial axis ", i, ": input size ", in, " (padded to ", padded,
+           ") is smaller than the dilated kernel ", ek);
+    y.push_back((padded - ek) / s + 1);
+  }
+  return y;
 }
 
 ConvGeometry conv_geometry(const Node& node, const Shape& x, const Shape& w, const Shape& y, bool transpose) {

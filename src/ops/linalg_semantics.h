@@ -22,6 +22,9 @@ struct MatMulDims {
   std::vector<int64_t> a_strides, b_strides;  // per batch axis, in elements (0: broadcast)
 };
 MatMulDims matmul_dims(Shape a, Shape b);
+// numpy.matmul's output shape: 1-D operands are promoted to matrices and the added axis removed again;
+// fails naming both shapes when they do not pair.
+Shape matmul_output_shape(const Shape& a, const Shape& b);
 
 // Einsum terms with every axis named: letters keep their ASCII code, the dims an
 // ellipsis stands for get 256 + position (right-aligned across operands, as in numpy).
@@ -50,6 +53,10 @@ struct ConvAttrs {
 
 // Reads and validates the attributes against X [N,C,D1,...] and the weight W [.,.,K1,...].
 ConvAttrs conv_attrs(const Node& n, const Shape& x, const Shape& w);
+
+// The output shape of Conv (and of ConvInteger, QLinearConv) with input X and weight W [M, C/group, K1, ...];
+// fails when W and group do not fit X or the padded input is smaller than the kernel.
+Shape conv_output_shape(const Node& n, const Shape& x, const Shape& w);
 
 // Padding before spatial axis i of a Conv whose input has `in` elements there and its output `out`.
 int64_t conv_pad_begin(const ConvAttrs& a, size_t i, int64_t in, int64_t out);

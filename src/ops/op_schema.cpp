@@ -52,6 +52,8 @@ const SchemaTable& op_schemas() {
     register_recurrent_schemas(t);
     register_contrib_schemas(t);
     register_signal_schemas(t);
+    register_quantization_schemas(t);
+    register_quantization_contrib_schemas(t);
     return t;
   }();
   return table;

@@ -109,5 +109,7 @@ void register_control_flow_schemas(SchemaTable& t);
 void register_recurrent_schemas(SchemaTable& t);
 void register_contrib_schemas(SchemaTable& t);
 void register_signal_schemas(SchemaTable& t);
+void register_quantization_schemas(SchemaTable& t);
+void register_quantization_contrib_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -28,6 +28,8 @@ const CpuKernelTable& cpu_kernels() {
     register_recurrent_kernels(t);
     register_contrib_kernels(t);
     register_signal_kernels(t);
+    register_quantization_kernels(t);
+    register_quantization_contrib_kernels(t);
     return t;
   }();
   return table;

@@ -62,5 +62,7 @@ void register_misc_kernels(CpuKernelTable& t);
 void register_recurrent_kernels(CpuKernelTable& t);
 void register_contrib_kernels(CpuKernelTable& t);
 void register_signal_kernels(CpuKernelTable& t);
+void register_quantization_kernels(CpuKernelTable& t);
+void register_quantization_contrib_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt

@@ -1,0 +1,58 @@
+// Integer building blocks the CPU kernels of both quantized families share.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "ops/linalg_semantics.h"
+#include "ops/quantization_semantics.h"
+
+namespace vlrt {
+
+// Input i's values as float (a scale); {fallback} when the input is omitted.
+std::vector<float> float_values(const KernelContext& ctx, size_t i, float fallback = 1.0f);
+// Input i's values as int32 (a zero point); {0} when the input is omitted.
+std::vector<int32_t> zero_point_values(const KernelContext& ctx, size_t i);
+
+// acc = (a - a_zp) x (b - b_zp) with numpy.matmul's pairing, exact in 64 bits and wrapped to 32 as the
+// spec allows. a_zp is one value or one per row of a; b_zp one value or one per column of b.
+void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Tensor& b,
+                    const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool);
+
+// acc = conv(x - x_zp, w - w_zp) over the geometry g; padding contributes nothing (it is x_zp).
+// w_zp is one value or one per output channel.
+void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Tensor& w,
+                  const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool);
+
+// Calls f.template operator()<T>() with T the 8-bit type of t (uint8 or int8).
+template <class F>
+decltype(auto) dispatch_q8(DType t, F&& f) {
+  if (t == DType::u8) return f.template operator()<uint8_t>();
+  if (t == DType::i8) return f.template operator()<int8_t>();
+  unsupported("type ", dtype_name(t), " (expected uint8 or int8)");
+}
+
+// Calls f.template operator()<T>() with T the quantized type of t (uint8, int8, uint16 or int16).
+template <class F>
+decltype(auto) dispatch_quantized(DType t, F&& f) {
+  if (t == DType::u16) return f.template operator()<uint16_t>();
+  if (t == DType::i16) return f.template operator()<int16_t>();
+  return dispatch_q8(t, std::forward<F>(f));
+}
+
+// DynamicQuantizeLinear's uint8 parameters for x as ONNX Runtime computes them: the range is widened
+// to include 0; an all-zero x gets scale 1.
+struct DynamicQuant {
+  float scale = 1;
+  int32_t zero_point = 0;
+};
+DynamicQuant dynamic_quant_params(const float* x, int64_t n);
+
+// y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
+// accumulators; channel = i / inner % multiplier count.
+void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
+                int32_t zp, Tensor& y);
+
+}  // namespace vlrt
