@@ -72,9 +72,6 @@ std::vector<ValueInfo> infer_subgraph(const Graph& g, const std::string& what, i
   return result;
 }
 
-// The declared rank of a subgraph output, -1 when unknown.
-int64_t declared_rank(const ValueDecl& d) { return d.has_shape ? int64_t(d.dims.size()) : -1; }
-
 void infer_if(InferContext& ctx) {
   const Node& n = ctx.node;
   const Graph& then_g = n.attr_graph("then_branch");
@@ -87,16 +84,13 @@ void infer_if(InferContext& ctx) {
     fail("the condition is ", dtype_name(ctx.input_dtype(0)), ", expected a bool");
   std::vector<ValueInfo> then_out = infer_subgraph(then_g, "then_branch", ctx.opset, {});
   std::vector<ValueInfo> else_out = infer_subgraph(else_g, "else_branch", ctx.opset, {});
+  // The branches may differ in shape, even in rank (exporters write such models and ONNX
+  // Runtime runs them): the output's shape is then known only once the condition is.
   for (size_t i = 0; i < count; i++) {
     DType a = then_out[i].dtype, b = else_out[i].dtype;
     if (a != DType::undefined && b != DType::undefined && a != b)
       fail("output ", i, " is ", dtype_name(a), " in then_branch but ", dtype_name(b),
            " in else_branch; both branches must produce the same type");
-    int64_t ra = then_out[i].shape_known ? int64_t(then_out[i].shape.size()) : declared_rank(then_g.outputs[i]);
-    int64_t rb = else_out[i].shape_known ? int64_t(else_out[i].shape.size()) : declared_rank(else_g.outputs[i]);
-    if (ra >= 0 && rb >= 0 && ra != rb)
-      fail("output ", i, " has rank ", ra, " in then_branch but rank ", rb,
-           " in else_branch; both branches must produce the same rank");
   }
   const Tensor* cond = ctx.input_value_if_known(0);
   if (cond && cond->numel() != 1) fail("the condition has ", cond->numel(), " elements, expected one");

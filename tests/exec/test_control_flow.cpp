@@ -187,5 +187,25 @@ TEST(ControlFlow, IfOnARuntimeConditionRunsEitherBranch) {
   }
 }
 
+TEST(ControlFlow, IfBranchesOfDifferentRanksRun) {
+  // As silero-vad's exports: one branch gives [2], the other [1,2]; the shape is known only at run time.
+  Graph then_g;
+  then_g.nodes = {make_node("neg", "Neg", {"x"}, {"t"})};
+  then_g.outputs = {ValueDecl{"t", DType::f32, false, {}}};
+  Graph else_g;
+  else_g.nodes = {make_node("reshape", "Reshape", {"x", "to"}, {"e"})};
+  else_g.initializers["to"] = Tensor::from_vector<int64_t>({1, 2}, {2});
+  else_g.outputs = {ValueDecl{"e", DType::f32, false, {}}};
+  Model m = if_model(then_g);
+  m.graph.nodes[0].attrs["else_branch"].graph = std::make_shared<Graph>(else_g);
+  Session s(m);
+  Tensor x = Tensor::from_vector<float>({1, -2}, {2});
+  TensorMap then_out = s.run({{"c", Tensor::scalar<bool>(true)}, {"x", x}});
+  EXPECT_EQ(then_out.at("y").shape(), (Shape{2}));
+  TensorMap else_out = s.run({{"c", Tensor::scalar<bool>(false)}, {"x", x}});
+  EXPECT_EQ(else_out.at("y").shape(), (Shape{1, 2}));
+  EXPECT_EQ(else_out.at("y").to_double_vector(), (std::vector<double>{1, -2}));
+}
+
 }  // namespace
 }  // namespace vlrt
