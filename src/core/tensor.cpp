@@ -149,6 +149,20 @@ std::vector<double> Tensor::to_double_vector() const {
   return out;
 }
 
+void Tensor::assign_doubles(const std::vector<double>& v) {
+  VLRT_CHECK(int64_t(v.size()) == numel_, "assign_doubles: ", v.size(), " values for ", describe());
+  if (dtype_ == DType::f16 || dtype_ == DType::bf16) {
+    auto p = static_cast<uint16_t*>(raw());
+    for (int64_t i = 0; i < numel_; i++)
+      p[i] = dtype_ == DType::f16 ? float_to_half(float(v[size_t(i)])) : float_to_bf16(float(v[size_t(i)]));
+    return;
+  }
+  dispatch_all(dtype_, [&]<class T>() {
+    T* p = data<T>();
+    for (int64_t i = 0; i < numel_; i++) p[i] = T(v[size_t(i)]);
+  });
+}
+
 std::string Tensor::describe() const { return cat(dtype_name(dtype_), shape_str(shape_)); }
 
 }  // namespace vlrt

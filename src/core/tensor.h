@@ -93,6 +93,8 @@ class Tensor {
   std::vector<int64_t> to_int64_vector() const;
   // Any numeric tensor's values converted to double (for tests and tolerance checks).
   std::vector<double> to_double_vector() const;
+  // The reverse: writes numel() values, each converted to the tensor's type.
+  void assign_doubles(const std::vector<double>& v);
   std::string describe() const;  // "float32[1,3,224,224]"
 
  private:

@@ -11,12 +11,6 @@ namespace vlrt {
 
 namespace {
 
-void store(Tensor& t, const std::vector<double>& v) {
-  dispatch_float(t.dtype(), [&]<class T>() {
-    T* p = t.data<T>();
-    for (size_t i = 0; i < v.size(); i++) p[i] = T(v[i]);
-  });
-}
 
 // The values of optional input i, or n zeros when it is absent.
 std::vector<double> values_or_zeros(const KernelContext& ctx, size_t i, size_t n) {
@@ -40,21 +34,21 @@ void biased_unary_kernel(KernelContext& ctx) {
     for (size_t i = 0; i < x.size(); i++) x[i] += b[i % b.size()];
   }
   for (double& v : x) v = F(v);
-  store(ctx.output(0), x);
+  ctx.output(0).assign_doubles(x);
 }
 
 void quick_gelu_kernel(KernelContext& ctx) {
   double alpha = ctx.node.attr_float("alpha", 1.702f);
   std::vector<double> x = ctx.input(0).to_double_vector();
   for (double& v : x) v = v / (1 + std::exp(-alpha * v));
-  store(ctx.output(0), x);
+  ctx.output(0).assign_doubles(x);
 }
 
 void bias_add_kernel(KernelContext& ctx) {
   std::vector<double> x = ctx.input(0).to_double_vector();
   std::vector<double> b = ctx.input(1).to_double_vector(), skip = ctx.input(2).to_double_vector();
   for (size_t i = 0; i < x.size(); i++) x[i] += b[i % b.size()] + skip[i];
-  store(ctx.output(0), x);
+  ctx.output(0).assign_doubles(x);
 }
 
 // ---- Layer normalizations ------------------------------------------------------------
@@ -89,10 +83,10 @@ void skip_norm_kernel(KernelContext& ctx) {
     for (int64_t i = 0; i < hidden; i++)
       y[size_t(r * hidden + i)] = (xr[i] - m) * inv_std[size_t(r)] * gamma[size_t(i)] + beta[size_t(i)];
   }
-  store(ctx.output(0), y);
-  if (ctx.has_output(1)) store(ctx.output(1), mean);
-  if (ctx.has_output(2)) store(ctx.output(2), inv_std);
-  if (ctx.has_output(3)) store(ctx.output(3), x);
+  ctx.output(0).assign_doubles(y);
+  if (ctx.has_output(1)) ctx.output(1).assign_doubles(mean);
+  if (ctx.has_output(2)) ctx.output(2).assign_doubles(inv_std);
+  if (ctx.has_output(3)) ctx.output(3).assign_doubles(x);
 }
 
 void simplified_layer_norm_kernel(KernelContext& ctx) {
@@ -111,8 +105,8 @@ void simplified_layer_norm_kernel(KernelContext& ctx) {
     inv_std[size_t(r)] = 1 / std::sqrt(ss / double(cols) + eps);
     for (int64_t i = 0; i < cols; i++) xr[i] *= inv_std[size_t(r)] * scale[size_t(i)];
   }
-  store(ctx.output(0), x);
-  if (ctx.has_output(1)) store(ctx.output(1), inv_std);
+  ctx.output(0).assign_doubles(x);
+  if (ctx.has_output(1)) ctx.output(1).assign_doubles(inv_std);
 }
 
 // Row `id` of a [rows, hidden] table; fails when the id is out of range.
@@ -151,7 +145,7 @@ void embed_layer_norm_kernel(KernelContext& ctx) {
     for (int64_t i = 0; i < hidden; i++)
       y[size_t(t * hidden + i)] = (e[i] - m) * inv * gamma[size_t(i)] + beta[size_t(i)];
   }
-  store(ctx.output(0), y);
+  ctx.output(0).assign_doubles(y);
   if (ctx.has_output(1)) {
     // The number of tokens the mask keeps per sequence; 0 without a mask.
     int32_t* mi = ctx.output(1).data<int32_t>();
@@ -162,7 +156,7 @@ void embed_layer_norm_kernel(KernelContext& ctx) {
       mi[b] = n;
     }
   }
-  if (ctx.has_output(2)) store(ctx.output(2), sum);
+  if (ctx.has_output(2)) ctx.output(2).assign_doubles(sum);
 }
 
 // ---- FusedMatMul and FusedConv ----------------------------------------------------------
@@ -184,7 +178,7 @@ Tensor permuted(const Tensor& t, const std::vector<int64_t>& perm) {
     }
   }
   Tensor r(t.dtype(), out);
-  store(r, dst);
+  r.assign_doubles(dst);
   return r;
 }
 
@@ -200,7 +194,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
   if (alpha == 1.0) return;
   std::vector<double> y = ctx.output(0).to_double_vector();
   for (double& v : y) v *= alpha;
-  store(ctx.output(0), y);
+  ctx.output(0).assign_doubles(y);
 }
 
 double activate(const FusedActivation& a, double x) {
@@ -234,7 +228,7 @@ void fused_conv_kernel(KernelContext& ctx) {
   std::vector<double> y = ctx.output(0).to_double_vector();
   std::vector<double> z = values_or_zeros(ctx, 3, y.size());
   for (size_t i = 0; i < y.size(); i++) y[i] = activate(act, y[i] + z[i]);
-  store(ctx.output(0), y);
+  ctx.output(0).assign_doubles(y);
 }
 
 // ---- MatMulNBits -----------------------------------------------------------------------
@@ -272,7 +266,7 @@ void matmul_nbits_kernel(KernelContext& ctx) {
       for (int64_t k = 0; k < d.k; k++) s += a[size_t(r * d.k + k)] * w[size_t(n * d.k + k)];
       y[size_t(r * d.n + n)] = s;
     }
-  store(ctx.output(0), y);
+  ctx.output(0).assign_doubles(y);
 }
 
 // ---- RotaryEmbedding ------------------------------------------------------------------
@@ -304,7 +298,7 @@ void rotary_embedding_kernel(KernelContext& ctx) {
         }
       }
     }
-  store(ctx.output(0), x);
+  ctx.output(0).assign_doubles(x);
 }
 
 }  // namespace

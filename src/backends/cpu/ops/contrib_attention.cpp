@@ -10,12 +10,6 @@ namespace vlrt {
 
 namespace {
 
-void store(Tensor& t, const std::vector<double>& v) {
-  dispatch_float(t.dtype(), [&]<class T>() {
-    T* p = t.data<T>();
-    for (size_t i = 0; i < v.size(); i++) p[i] = T(v[i]);
-  });
-}
 
 // Per-head tensors in [B, N, T, H] layout, scores [B, N, S, T] before the softmax.
 struct Heads {
@@ -152,11 +146,11 @@ void attention_kernel(KernelContext& ctx) {
       mask_raw(m, a, filter, past);
   }
   if (ctx.node.attr_int("unidirectional", 0)) mask_causal(a, filter);
-  store(ctx.output(0), attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
+  ctx.output(0).assign_doubles(attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
   if (ctx.has_output(1)) {
     std::vector<double> present = a.k;
     present.insert(present.end(), a.v.begin(), a.v.end());
-    store(ctx.output(1), present);
+    ctx.output(1).assign_doubles(present);
   }
 }
 
@@ -187,9 +181,9 @@ void multi_head_attention_kernel(KernelContext& ctx) {
       mask_raw(m, a, filter, past);
   }
   if (ctx.node.attr_int("unidirectional", 0)) mask_causal(a, filter);
-  store(ctx.output(0), attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
-  if (ctx.has_output(1)) store(ctx.output(1), a.k);
-  if (ctx.has_output(2)) store(ctx.output(2), a.v);
+  ctx.output(0).assign_doubles(attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
+  if (ctx.has_output(1)) ctx.output(1).assign_doubles(a.k);
+  if (ctx.has_output(2)) ctx.output(2).assign_doubles(a.v);
 }
 
 }  // namespace

@@ -158,18 +158,11 @@ RnnProblem rnn_problem(const KernelContext& ctx, int64_t hidden) {
   return pb;
 }
 
-template <class T>
-void store(const std::vector<double>& v, Tensor& out) {
-  T* p = out.data<T>();
-  for (size_t i = 0; i < v.size(); i++) p[i] = T(v[i]);
-}
-
 void write_outputs(KernelContext& ctx, const RnnResult& res) {
   const std::vector<double>* parts[] = {&res.y, &res.yh, &res.yc};
   for (size_t i = 0; i < ctx.output_count() && i < 3; i++) {
     if (!ctx.has_output(i)) continue;
-    Tensor& out = ctx.output(i);
-    dispatch_float(out.dtype(), [&]<class T>() { store<T>(*parts[i], out); });
+    ctx.output(i).assign_doubles(*parts[i]);
   }
 }
 

@@ -14,13 +14,6 @@ namespace {
 
 using std::numbers::pi;
 
-// Writes doubles to a numeric tensor of any type (a float-to-integer cast truncates).
-void store(Tensor& y, const std::vector<double>& v) {
-  dispatch_numeric(y.dtype(), [&]<class T>() {
-    T* d = y.data<T>();
-    for (size_t i = 0; i < v.size(); i++) d[i] = T(v[i]);
-  });
-}
 
 // DFT of `in` (n_in complex values at stride `stride`, zero-padded or cut to n) into out[0..bins).
 struct Dft {
@@ -125,7 +118,7 @@ void cosine_window(KernelContext& ctx, double a0, double a1, double a2) {
   if (n > 0)
     for (int64_t i = 0; i < size; i++)
       v[i] = a0 - a1 * std::cos(2 * pi * double(i) / n) + a2 * std::cos(4 * pi * double(i) / n);
-  store(y, v);
+  y.assign_doubles(v);
 }
 
 void hann_window_kernel(KernelContext& ctx) { cosine_window(ctx, 0.5, 0.5, 0.0); }
@@ -162,7 +155,7 @@ void mel_weight_matrix_kernel(KernelContext& ctx) {
       for (int64_t j = lo; j <= mid; j++) w[j * mel_bins + m] = double(j - lo) / double(mid - lo);
     for (int64_t j = mid; j < hi; j++) w[j * mel_bins + m] = double(hi - j) / double(hi - mid);
   }
-  store(ctx.output(0), w);
+  ctx.output(0).assign_doubles(w);
 }
 
 }  // namespace
