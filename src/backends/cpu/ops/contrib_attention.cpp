@@ -110,6 +110,21 @@ double scale_of(const Node& n, int64_t head) {
   return s != 0 ? s : 1 / std::sqrt(double(head));
 }
 
+// The mask (input `mask_input`: key lengths, or a 2-D to 4-D mask), the causal mask when
+// unidirectional, then attention with the attention_bias of input 5: Attention's and
+// MultiHeadAttention's common tail.
+std::vector<double> masked_attention(KernelContext& ctx, Heads& a, size_t mask_input, double filter, int64_t past) {
+  if (ctx.has_input(mask_input)) {
+    const Tensor& m = ctx.input(mask_input);
+    if (m.rank() == 1)
+      mask_key_lengths(m.to_int64_vector(), a, filter);
+    else
+      mask_raw(m, a, filter, past);
+  }
+  if (ctx.node.attr_int("unidirectional", 0)) mask_causal(a, filter);
+  return attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr);
+}
+
 void attention_kernel(KernelContext& ctx) {
   const Tensor &x = ctx.input(0), &w = ctx.input(1);
   int64_t b = x.dim(0), s = x.dim(1), din = x.dim(2), cols = w.dim(1),
@@ -138,15 +153,7 @@ void attention_kernel(KernelContext& ctx) {
     put_past(std::vector<double>(pv.begin(), pv.begin() + long(half)), b * heads, past, a.head, a.k, a.total);
     put_past(std::vector<double>(pv.begin() + long(half), pv.end()), b * heads, past, a.head, a.v, a.total);
   }
-  if (ctx.has_input(3)) {
-    const Tensor& m = ctx.input(3);
-    if (m.rank() == 1)
-      mask_key_lengths(m.to_int64_vector(), a, filter);
-    else
-      mask_raw(m, a, filter, past);
-  }
-  if (ctx.node.attr_int("unidirectional", 0)) mask_causal(a, filter);
-  ctx.output(0).assign_doubles(attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
+  ctx.output(0).assign_doubles(masked_attention(ctx, a, 3, filter, past));
   if (ctx.has_output(1)) {
     std::vector<double> present = a.k;
     present.insert(present.end(), a.v.begin(), a.v.end());
@@ -173,15 +180,7 @@ void multi_head_attention_kernel(KernelContext& ctx) {
     put_past(ctx.input(6).to_double_vector(), b * heads, past, a.head, a.k, a.total);
     put_past(ctx.input(7).to_double_vector(), b * heads, past, a.vhead, a.v, a.total);
   }
-  if (ctx.has_input(4)) {
-    const Tensor& m = ctx.input(4);
-    if (m.rank() == 1)
-      mask_key_lengths(m.to_int64_vector(), a, filter);
-    else
-      mask_raw(m, a, filter, past);
-  }
-  if (ctx.node.attr_int("unidirectional", 0)) mask_causal(a, filter);
-  ctx.output(0).assign_doubles(attend(a, scale_of(ctx.node, a.head), ctx.has_input(5) ? &ctx.input(5) : nullptr));
+  ctx.output(0).assign_doubles(masked_attention(ctx, a, 4, filter, past));
   if (ctx.has_output(1)) ctx.output(1).assign_doubles(a.k);
   if (ctx.has_output(2)) ctx.output(2).assign_doubles(a.v);
 }
