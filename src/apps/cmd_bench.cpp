@@ -12,6 +12,7 @@
 #include "core/dispatch.h"
 #include "exec/session.h"
 #include "integrity/load_model.h"
+#include "io/npy.h"
 
 namespace vlrt {
 
@@ -20,11 +21,13 @@ namespace {
 struct BenchArgs {
   std::string model;
   std::vector<std::string> shapes;
+  std::vector<std::string> values;
   int runs = 10;
   int warmup = 2;
   int threads = 0;
   bool json = false;
   bool profile = false;
+  bool rounds_stdin = false;
   bool no_verify_hash = false;
   DeviceArgs device_args;
 };
@@ -85,24 +88,53 @@ void print_profile(const Profile& profile, int runs) {
                 double(p.calls) / runs);
 }
 
+std::vector<double> timed_runs(Session& session, const TensorMap& inputs, int runs) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; i++) {
+    auto t0 = std::chrono::steady_clock::now();
+    session.run(inputs);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ms;
+}
+
+// For tools that alternate runtimes on one machine: each line on stdin is a run count;
+// the answer is one JSON line with that many run times. At the end of input, the peak RSS.
+void serve_rounds(Session& session, const TensorMap& inputs) {
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    int runs = std::stoi(line);
+    if (runs < 1) fail("--rounds-stdin: a round needs at least one run, got '", line, "'");
+    std::cout << nlohmann::json{{"ms", timed_runs(session, inputs, runs)}}.dump() << std::endl;
+  }
+  std::cout << nlohmann::json{{"peak_rss_bytes", peak_rss_bytes()}}.dump() << std::endl;
+}
+
 void bench(const BenchArgs& a) {
   Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
-  std::mt19937 rng(1234);
   TensorMap inputs;
-  for (auto& [name, ds] : input_signature(model, a.shapes))
-    inputs[name] = random_input(ds.first, ds.second, rng);
+  for (auto& arg : a.values) {
+    auto [name, path] = parse_name_value(arg, "--values");
+    inputs[name] = read_npy(path);
+  }
+  std::mt19937 rng(1234);
+  std::vector<std::string> shapes = a.shapes;
+  for (auto& [name, t] : inputs) {  // the values' shapes, in --input's NAMExSHAPE form
+    std::string spec;
+    for (int64_t d : t.shape()) spec += cat(spec.empty() ? "" : "x", d);
+    if (!spec.empty()) shapes.push_back(name + "=" + spec);
+  }
+  for (auto& [name, ds] : input_signature(model, shapes))
+    if (!inputs.count(name)) inputs[name] = random_input(ds.first, ds.second, rng);
 
   SessionOptions options;
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
   Session session(std::move(model), options);
   for (int i = 0; i < a.warmup; i++) session.run(inputs);
-  std::vector<double> ms;
-  for (int i = 0; i < a.runs; i++) {
-    auto t0 = std::chrono::steady_clock::now();
-    session.run(inputs);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
+  if (a.rounds_stdin) return serve_rounds(session, inputs);
+  std::vector<double> ms = timed_runs(session, inputs, a.runs);
   Profile profile;
   std::vector<double> overhead;  // per profiled run: wall time outside the kernels, ms
   std::vector<double> profiled_wall;
@@ -157,12 +189,16 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("model", a.model, "ONNX model file")->required();
   cmd->add_option("-i,--input", a.shapes,
                   "NAME=SHAPE (e.g. images=1x3x224x224) for inputs with dynamic dims");
+  cmd->add_option("--values", a.values, "NAME=FILE.npy: run on these values (other inputs are random)");
   cmd->add_option("-n,--runs", a.runs, "timed runs")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag("--profile", a.profile,
                 "after the timed runs, as many runs timing each kernel: time per op type");
+  cmd->add_flag("--rounds-stdin", a.rounds_stdin,
+                "after the warm-up, read run counts from stdin, one per line, and answer each with a JSON "
+                "line of run times (for tools that alternate runtimes); the peak RSS at end of input");
   add_device_options(cmd, a.device_args);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { bench(a); });

@@ -10,6 +10,8 @@
 namespace vlrt {
 
 using test::run_cli;
+using test::run_command;
+using test::temp_dir;
 using test::source_path;
 
 namespace {
@@ -95,6 +97,26 @@ TEST(Cli, BenchPrintsJson) {
   auto need_shape = run_cli("bench " + kTiny);
   EXPECT_NE(need_shape.exit_code, 0);
   EXPECT_NE(need_shape.output.find("--input image="), std::string::npos) << need_shape.output;
+}
+
+TEST(Cli, BenchOnGivenValuesAnswersRoundsFromStdin) {
+  std::string dir = temp_dir("bench_rounds");
+  write_npy(dir + "/image.npy", Tensor::zeros(DType::f32, {2, 3, 32, 32}));
+  auto r = run_command("printf '3\\n1\\n' | " + std::string(VLRT_BINARY) + " bench " + kTiny + " --values image=" + dir +
+                       "/image.npy --warmup 0 --rounds-stdin");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // One line per round with that many times, then the peak RSS.
+  EXPECT_NE(r.output.find("{\"ms\":[") , std::string::npos) << r.output;
+  const size_t first = r.output.find('\n'), second = r.output.find('\n', first + 1);
+  ASSERT_NE(second, std::string::npos) << r.output;
+  auto commas = [](const std::string& s) { return std::count(s.begin(), s.end(), ','); };
+  EXPECT_EQ(commas(r.output.substr(0, first)), 2) << r.output;
+  EXPECT_EQ(commas(r.output.substr(first + 1, second - first - 1)), 0) << r.output;
+  EXPECT_NE(r.output.find("{\"peak_rss_bytes\":", second), std::string::npos) << r.output;
+  auto bad = run_command("echo 0 | " + std::string(VLRT_BINARY) + " bench " + kTiny +
+                         " --input image=1x3x32x32 --warmup 0 --rounds-stdin");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("a round needs at least one run"), std::string::npos) << bad.output;
 }
 
 TEST(Cli, BenchProfileListsTheOpTypesThatRunKernels) {

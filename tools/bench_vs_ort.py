@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Times vlrt, ONNX Runtime (CPU) and OpenVINO (CPU) on the same models, inputs and
+thread count, alternating between them, and prints median / p90 latency, the ratios
+and each runtime's peak RSS.
+
+    python3 tools/bench_vs_ort.py MODEL_OR_DIR... [--threads 2] [--runs 20] [--rounds 5]
+
+A MODEL_OR_DIR is an .onnx file or a folder holding model.onnx (an export_zoo.py or
+export_groundingdino.py folder); NAME.npy files beside the model are used as the
+values of the inputs of that name, other inputs get random values (floats in [-1, 1),
+integers 0 or 1) and dynamic dims are given with --shape MODEL_INPUT=1x3x224x224.
+
+Each runtime runs in its own process that loads the model once, warms up, and then
+answers rounds: in every round each runtime does runs/rounds runs, the order of the
+runtimes rotating between rounds, so a change in machine load touches all of them.
+Peak RSS is each process's VmHWM (for ONNX Runtime and OpenVINO it includes the
+Python interpreter that hosts them, about 30 MB). Measure on a quiet machine.
+Needs `onnxruntime`, and `openvino` for its column (`pip install onnxruntime openvino`).
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# ---- worker side: one runtime, one model, rounds read from stdin ----------------------
+
+def peak_rss_bytes():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def make_runner(runtime, model, threads, feeds):
+    if runtime == "onnxruntime":
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        return lambda: sess.run(None, feeds)
+    if runtime == "openvino":
+        import openvino as ov
+        core = ov.Core()
+        core.set_property("CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                  "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+        compiled = core.compile_model(model, "CPU")
+        request = compiled.create_infer_request()
+        return lambda: request.infer(feeds)
+    raise SystemExit(f"unknown runtime {runtime}")
+
+
+def worker(runtime, model, threads, inputs_dir, warmup):
+    feeds = {os.path.splitext(f)[0]: np.load(os.path.join(inputs_dir, f))
+             for f in sorted(os.listdir(inputs_dir)) if f.endswith(".npy")}
+    try:
+        run = make_runner(runtime, model, threads, feeds)
+        for _ in range(warmup):
+            run()
+    except Exception as e:  # the parent prints why this runtime has no column
+        print(json.dumps({"error": str(e).strip().splitlines()[0][:200] if str(e).strip() else repr(e)}),
+              flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        ms = []
+        for _ in range(int(line)):
+            t0 = time.perf_counter()
+            run()
+            ms.append((time.perf_counter() - t0) * 1000)
+        print(json.dumps({"ms": ms}), flush=True)
+    print(json.dumps({"peak_rss_bytes": peak_rss_bytes()}), flush=True)
+
+
+# ---- driver side -------------------------------------------------------------------
+
+def model_inputs(model):
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    init = {i.name for i in m.graph.initializer}
+    out = []
+    for vi in m.graph.input:
+        if vi.name in init:
+            continue
+        t = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+        out.append((vi.name, onnx.helper.tensor_dtype_to_np_dtype(t.elem_type), dims))
+    return out
+
+
+def prepare_inputs(model, shapes, out_dir):
+    """Writes one NAME.npy per model input into out_dir: the file beside the model, else random."""
+    rng = np.random.default_rng(1234)
+    beside = os.path.dirname(model)
+    for name, dtype, dims in model_inputs(model):
+        path = os.path.join(beside, name + ".npy")
+        if os.path.exists(path):
+            value = np.load(path)
+        else:
+            if name in shapes:
+                dims = shapes[name]
+            if any(d < 0 for d in dims):
+                raise SystemExit(f"{model}: input '{name}' has dynamic dims {dims}; give --shape {name}=1x...")
+            if np.issubdtype(dtype, np.floating):
+                value = rng.uniform(-1, 1, dims).astype(dtype)
+            elif dtype == np.bool_:
+                value = np.ones(dims, dtype)
+            else:
+                value = rng.integers(0, 2, dims).astype(dtype)
+        np.save(os.path.join(out_dir, name + ".npy"), value)
+
+
+class Runner:
+    """One runtime's process: loaded, warmed up, answering rounds."""
+
+    def __init__(self, runtime, model, threads, inputs_dir, vlrt, warmup):
+        self.runtime, self.ms, self.error, self.peak = runtime, [], None, None
+        if runtime == "vlrt":
+            cmd = [vlrt, "bench", model, "-t", str(threads), "--warmup", str(warmup), "--rounds-stdin",
+                   "--no-verify-hash"]
+            for f in sorted(os.listdir(inputs_dir)):
+                cmd += ["--values", f"{os.path.splitext(f)[0]}={os.path.join(inputs_dir, f)}"]
+        else:
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", runtime, model, "--threads", str(threads),
+                   "--inputs-dir", inputs_dir, "--warmup", str(warmup)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        if runtime != "vlrt":  # vlrt answers only rounds; an error shows as its exit
+            first = self._read()
+            if first is None or "error" in first:
+                self.error = first["error"] if first else self._stderr_tail()
+                self.proc.kill()
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line.strip() else None
+
+    def _stderr_tail(self):
+        self.proc.wait()
+        lines = [l for l in self.proc.stderr.read().splitlines() if l.strip()]
+        return lines[-1][:200] if lines else f"exited with status {self.proc.returncode}"
+
+    def round(self, runs):
+        if self.error:
+            return
+        self.proc.stdin.write(f"{runs}\n")
+        self.proc.stdin.flush()
+        answer = self._read()
+        if answer is None:
+            self.error = self._stderr_tail()
+        else:
+            self.ms += answer["ms"]
+
+    def finish(self):
+        if self.error:
+            return
+        self.proc.stdin.close()
+        answer = self._read()
+        self.peak = answer["peak_rss_bytes"] if answer else None
+        self.proc.wait()
+
+
+def percentile(ms, p):
+    s = sorted(ms)
+    return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
+
+
+def bench_model(model, args, runtimes):
+    with tempfile.TemporaryDirectory() as inputs_dir:
+        prepare_inputs(model, args.shape, inputs_dir)
+        runners = [Runner(rt, model, args.threads, inputs_dir, args.vlrt, args.warmup) for rt in runtimes]
+        per_round = max(1, args.runs // args.rounds)
+        for r in range(args.rounds):
+            for i in range(len(runners)):
+                runners[(r + i) % len(runners)].round(per_round)
+                time.sleep(args.settle)  # let a spinning pool go quiet before the next runtime
+        for x in runners:
+            x.finish()
+    row = {}
+    for x in runners:
+        if x.error or not x.ms:
+            row[x.runtime] = {"error": x.error or "no runs"}
+        else:
+            row[x.runtime] = {"median_ms": percentile(x.ms, 0.5), "p90_ms": percentile(x.ms, 0.9),
+                              "min_ms": min(x.ms), "runs": len(x.ms), "peak_rss_bytes": x.peak}
+    return row
+
+
+def geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help=".onnx files or folders with model.onnx")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=20, help="timed runs per runtime and model")
+    ap.add_argument("--rounds", type=int, default=5, help="the runs are split into this many alternating rounds")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--settle", type=float, default=0.2, help="seconds of pause between runtimes")
+    ap.add_argument("--runtimes", default="vlrt,onnxruntime,openvino")
+    ap.add_argument("--vlrt", default=os.path.join(HERE, "..", "build", "vlrt"))
+    ap.add_argument("--shape", action="append", default=[], help="INPUT=1x3x224x224 for dynamic dims")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--inputs-dir", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        return worker(args.worker, args.models[0], args.threads, args.inputs_dir, args.warmup)
+    if not args.models:
+        ap.error("give at least one model")
+    args.shape = {k: [int(d) for d in v.split("x")] for k, v in (s.split("=", 1) for s in args.shape)}
+    runtimes = args.runtimes.split(",")
+    results = {}
+    for m in args.models:
+        model = os.path.join(m, "model.onnx") if os.path.isdir(m) else m
+        name = os.path.basename(os.path.normpath(m)) if os.path.isdir(m) else os.path.splitext(os.path.basename(m))[0]
+        print(f"{name}: timing {', '.join(runtimes)} ...", file=sys.stderr, flush=True)
+        results[name] = bench_model(model, args, runtimes)
+
+    def cell(r):
+        return f"{r['median_ms']:.2f} / {r['p90_ms']:.2f}" if "median_ms" in r else "—"
+
+    def mib(r):
+        return f"{r['peak_rss_bytes'] / 2**20:.0f}" if r.get("peak_rss_bytes") else "—"
+
+    print(f"\n{args.threads} threads, {args.runs} runs each in {args.rounds} alternating rounds; median / p90 ms, "
+          "peak RSS MiB\n")
+    head = "| model | " + " | ".join(runtimes) + " | vlrt/ort | vlrt/best | " + \
+        " | ".join(f"RSS {r}" for r in runtimes) + " |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    vs_ort, vs_best, notes = [], [], []
+    for name, row in results.items():
+        v = row.get("vlrt", {}).get("median_ms")
+        o = row.get("onnxruntime", {}).get("median_ms")
+        peers = [row[r]["median_ms"] for r in runtimes if r != "vlrt" and "median_ms" in row.get(r, {})]
+        r1 = v / o if v and o else None
+        r2 = v / min(peers) if v and peers else None
+        if r1:
+            vs_ort.append(r1)
+        if r2:
+            vs_best.append(r2)
+        ratio = lambda x: f"{x:.2f}" if x else "—"
+        cells = [cell(row[r]) for r in runtimes] + [ratio(r1), ratio(r2)] + [mib(row[r]) for r in runtimes]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+        notes += [f"{name}: {r} failed: {row[r]['error']}" for r in runtimes if "error" in row[r]]
+    print(f"\ngeometric mean vlrt/onnxruntime: {geomean(vs_ort):.3f} over {len(vs_ort)} models")
+    print(f"geometric mean vlrt/fastest peer: {geomean(vs_best):.3f} over {len(vs_best)} models")
+    for n in notes:
+        print(n)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"threads": args.threads, "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
