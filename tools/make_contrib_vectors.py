@@ -28,7 +28,7 @@ def elem_type(a):
     return helper.np_dtype_to_tensor_dtype(a.dtype)
 
 
-def case(name, op, inputs, outputs, domain=MS, initializers=None, reference=None, **attrs):
+def case(name, op, inputs, outputs, domain=MS, initializers=None, reference=None, opset=17, **attrs):
     """inputs: list of (name, array) with "" for an omitted optional input; initializers:
     names among them stored in the model instead of as graph inputs; outputs: names, "" for
     an unused optional output."""
@@ -39,7 +39,7 @@ def case(name, op, inputs, outputs, domain=MS, initializers=None, reference=None
     inits = [numpy_helper.from_array(a, n) for n, a in inputs if n in initializers]
     graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outputs if o]
     graph = helper.make_graph([node], name, graph_inputs, graph_outputs, inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)])
     model.ir_version = 8
     feeds = {n: a for n, a in inputs if n and n not in initializers}
     if reference is None:
@@ -224,6 +224,78 @@ def rotary():
          [("input", randn(b, s, n * h)), ("position_ids", np.array([3], np.int64))] + caches, ["output"], **init)
 
 
+def group_query_attention():
+    def gqa(name, b, s, past, seqlens, total, heads, kv_heads, head, packed=False, rotary_half=0, extra=(), **attrs):
+        """past: the past KV length (None: no past inputs); seqlens: each sequence's total - 1."""
+        qkv = [("query", randn(b, s, (heads + 2 * kv_heads) * head))] if packed else [
+            ("query", randn(b, s, heads * head)), ("key", randn(b, s, kv_heads * head)),
+            ("value", randn(b, s, kv_heads * head))]
+        if packed:
+            qkv += [("", np.zeros(0, np.float32))] * 2
+        caches = [("", np.zeros(0, np.float32))] * 2 if past is None else [
+            ("past_key", randn(b, kv_heads, past, head)), ("past_value", randn(b, kv_heads, past, head))]
+        inputs = qkv + caches + [("seqlens_k", np.array(seqlens, np.int32)),
+                                 ("total_sequence_length", np.array([total], np.int32))]
+        if rotary_half:
+            angles = np.arange(32)[:, None] / 10000 ** (np.arange(rotary_half) / rotary_half)
+            inputs += [("cos_cache", np.cos(angles).astype(np.float32)), ("sin_cache", np.sin(angles).astype(np.float32))]
+        elif extra:
+            inputs += [("", np.zeros(0, np.float32))] * 2
+        inputs += list(extra)
+        case(name, "GroupQueryAttention", inputs, ["output", "present_key", "present_value"],
+             initializers=["cos_cache", "sin_cache"], num_heads=heads, kv_num_heads=kv_heads,
+             do_rotary=int(rotary_half > 0), **attrs)
+
+    # Prompt: no past inputs, or a past of length 0.
+    gqa("gqa_prompt", 2, 4, None, [3, 3], 4, 4, 2, 8)
+    gqa("gqa_prompt_empty_past_rotary", 2, 4, 0, [3, 3], 4, 4, 2, 16, rotary_half=8)
+    gqa("gqa_prompt_mqa_interleaved", 1, 5, 0, [4], 5, 2, 1, 16, rotary_half=8, rotary_interleaved=1)
+    # Decode: one new token after a right-padded past (the second sequence is shorter).
+    gqa("gqa_decode", 2, 1, 5, [5, 3], 6, 4, 2, 8)
+    gqa("gqa_decode_rotary_mqa", 2, 1, 5, [5, 2], 6, 4, 1, 16, rotary_half=8)
+    gqa("gqa_decode_interleaved", 2, 1, 3, [3, 3], 4, 2, 2, 16, rotary_half=8, rotary_interleaved=1)
+    gqa("gqa_decode_window_softcap", 2, 1, 6, [6, 4], 7, 4, 2, 8, local_window_size=2, softcap=1.5, scale=0.4)
+    gqa("gqa_prompt_window", 1, 6, None, [5], 6, 2, 1, 8, local_window_size=3)
+    # Several new tokens after a past (batch 1), and packed QKV with a partial rotary.
+    gqa("gqa_continue_prompt", 1, 3, 4, [6], 7, 4, 2, 16, rotary_half=8)
+    gqa("gqa_packed_partial_rotary", 1, 3, 2, [4], 5, 4, 2, 32, packed=True, rotary_half=8)
+    gqa("gqa_smooth_softmax", 1, 4, None, [3], 4, 2, 2, 8, smooth_softmax=1)
+    gqa("gqa_position_ids_bias", 2, 1, 3, [3, 3], 4, 2, 1, 16, rotary_half=8,
+        extra=[("position_ids", np.array([[7], [2]], np.int64)), ("attention_bias", randn(2, 1, 1, 4))])
+
+
+def gather_block_quantized():
+    def gbq(name, data, indices, scales, zero_points=None, **attrs):
+        inputs = [("data", data), ("indices", indices), ("scales", scales)]
+        if zero_points is not None:
+            inputs.append(("zero_points", zero_points))
+        case(name, "GatherBlockQuantized", inputs, ["output"], initializers=["data", "scales", "zero_points"], **attrs)
+
+    def q(*shape):
+        return rng.integers(0, 256, shape, dtype=np.uint8)
+
+    def sc(*shape):
+        return rng.random(shape).astype(np.float32) + 0.1
+
+    gbq("gbq_4bit", q(10, 16), np.array([[0, 9, 3], [3, 1, 2]], np.int64), sc(10, 2), block_size=16)
+    # 48 values per row in blocks of 32: the last block is padded.
+    gbq("gbq_4bit_zero_points", q(10, 24), np.array([4, -1, 0], np.int32), sc(10, 2), q(10, 1), block_size=32)
+    gbq("gbq_8bit_rank3", q(6, 2, 40), np.array([[5, -6]], np.int32), sc(6, 2, 3), q(6, 2, 3), bits=8,
+        block_size=16, quantize_axis=2)
+    gbq("gbq_8bit_default_zero", q(5, 32), np.array([1, 4], np.int64), sc(5, 2), bits=8, block_size=16)
+    gbq("gbq_2bit_zero_points", q(4, 8), np.array([2, 3], np.int64), sc(4, 2), q(4, 1), bits=2, block_size=16)
+
+
+def contrib_layer_norm():
+    # ONNX Runtime's own LayerNormalization, which it registers for opsets before 17 (1.32
+    # does not accept it in the com.microsoft domain).
+    x = randn(2, 3, 16, scale=2)
+    case("layer_norm_contrib", "LayerNormalization", [("X", x), ("Scale", randn(16)), ("B", randn(16))],
+         ["Y", "Mean", "InvStdDev"], domain="", opset=13, epsilon=1e-6)
+    case("layer_norm_contrib_axis", "LayerNormalization", [("X", x), ("Scale", randn(3, 16))],
+         ["Y", "", "InvStdDev"], domain="", opset=13, axis=1, stash_type=1)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for f in os.listdir(OUT):
@@ -235,6 +307,9 @@ def main():
     attention()
     matmul_nbits()
     rotary()
+    group_query_attention()
+    gather_block_quantized()
+    contrib_layer_norm()
     with open(os.path.join(OUT, "cases.txt"), "w") as f:
         f.write("\n".join(CASES) + "\n")
 

@@ -252,6 +252,32 @@ void infer_matmul_nbits(InferContext& ctx) {
   ctx.set_output(0, ctx.input_dtype(0), y);
 }
 
+// ---- GatherBlockQuantized --------------------------------------------------------------
+
+void infer_gather_block_quantized(InferContext& ctx) {
+  GatherBlockQuantizedDims d = gather_block_quantized_dims(ctx.node, ctx.input_dtype(0), ctx.input_shape(0));
+  DType idx = ctx.input_dtype(1);
+  VLRT_CHECK(idx == DType::i32 || idx == DType::i64, "indices must be int32 or int64, got ", dtype_name(idx));
+  VLRT_CHECK(dtype_is_float(ctx.input_dtype(2)), "scales must be a floating-point tensor, got ",
+             dtype_name(ctx.input_dtype(2)));
+  Shape scales = d.logical;
+  scales.back() = d.blocks;
+  VLRT_CHECK(ctx.input_shape(2) == scales, "scales must have shape ", shape_str(scales), " (data's ",
+             shape_str(d.logical), " values with ceil(", d.logical.back(), " / block_size ", d.block_size,
+             ") blocks on the last axis), got ", shape_str(ctx.input_shape(2)));
+  if (ctx.has_input(3)) {
+    VLRT_CHECK(ctx.input_dtype(3) == DType::u8, "zero_points must be uint8 like data, got ",
+               dtype_name(ctx.input_dtype(3)));
+    Shape zp = scales;
+    zp.back() = (d.blocks + d.values - 1) / d.values;
+    VLRT_CHECK(ctx.input_shape(3) == zp, "zero_points must have shape ", shape_str(zp), " (", d.values,
+               " per byte), got ", shape_str(ctx.input_shape(3)));
+  }
+  Shape y = ctx.input_shape(1);
+  y.insert(y.end(), d.logical.begin() + 1, d.logical.end());
+  ctx.set_output(0, ctx.input_dtype(2), y);
+}
+
 // ---- RotaryEmbedding --------------------------------------------------------------------
 
 void infer_rotary_embedding(InferContext& ctx) {
@@ -297,6 +323,26 @@ RotaryDims rotary_dims(const Node& n, const Shape& x, const Shape& cache) {
     d.heads = x[2] / d.head_size;
   }
   d.rotary_dim = rot > 0 ? rot : 2 * cache[1];
+  return d;
+}
+
+GatherBlockQuantizedDims gather_block_quantized_dims(const Node& n, DType data, const Shape& shape) {
+  if (data != DType::u8) unsupported("data of type ", dtype_name(data), " (only uint8 data is supported)");
+  VLRT_CHECK(shape.size() >= 2, "data must have rank >= 2, got ", shape_str(shape));
+  int64_t rank = int64_t(shape.size());
+  int64_t gather_axis = normalize_axis(n.attr_int("gather_axis", 0), rank);
+  int64_t quantize_axis = normalize_axis(n.attr_int("quantize_axis", 1), rank);
+  VLRT_CHECK(gather_axis == 0 && quantize_axis == rank - 1,
+             "uint8 data needs gather_axis 0 and quantize_axis ", rank - 1, " (the last), got ", gather_axis,
+             " and ", quantize_axis);
+  GatherBlockQuantizedDims d{n.attr_int("bits", 4), n.attr_int("block_size", 128), 0, shape, 0};
+  VLRT_CHECK(d.bits == 2 || d.bits == 4 || d.bits == 8, "bits must be 2, 4 or 8 for uint8 data, got ",
+             d.bits);
+  VLRT_CHECK(d.block_size >= 16 && (d.block_size & (d.block_size - 1)) == 0,
+             "block_size must be a power of two >= 16, got ", d.block_size);
+  d.values = 8 / d.bits;
+  d.logical.back() *= d.values;
+  d.blocks = (d.logical.back() + d.block_size - 1) / d.block_size;
   return d;
 }
 
@@ -382,6 +428,7 @@ void register_contrib_schemas(SchemaTable& t) {
   t[ms + "FusedConv"] = {infer_fused_conv, 2, 4};
   t[ms + "MatMulNBits"] = {infer_matmul_nbits, 3, 6};
   t[ms + "RotaryEmbedding"] = {infer_rotary_embedding, 4, 4};
+  t[ms + "GatherBlockQuantized"] = {infer_gather_block_quantized, 3, 4};
 }
 
 }  // namespace vlrt

@@ -1,5 +1,9 @@
-// ONNX Runtime's Attention (packed QKV weights) and MultiHeadAttention (separate Q, K, V):
-// the shapes ONNX Runtime's CPU kernels accept.
+// ONNX Runtime's Attention (packed QKV weights), MultiHeadAttention (separate Q, K, V) and
+// GroupQueryAttention (fewer K/V heads than Q heads, with a KV cache): the shapes ONNX
+// Runtime's CPU kernels accept.
+#include <algorithm>
+
+#include "ops/contrib_semantics.h"
 #include "ops/op_schema.h"
 #include "ops/shape_util.h"
 
@@ -145,11 +149,99 @@ void infer_multi_head_attention(InferContext& ctx) {
   if (ctx.output_count() > 2) ctx.set_output(2, ctx.input_dtype(0), {b, heads, total, vhead});
 }
 
+// ---- GroupQueryAttention ------------------------------------------------------------
+
+void check_rotary_caches(const InferContext& ctx, const GroupQueryDims& d) {
+  VLRT_CHECK(ctx.has_input(7) == ctx.has_input(8), "cos_cache and sin_cache come together");
+  if (!ctx.node.attr_int("do_rotary", 0)) return;
+  VLRT_CHECK(ctx.has_input(7), "do_rotary=1 needs cos_cache and sin_cache (inputs 7 and 8)");
+  require_float(ctx, 7, "cos_cache");
+  require_float(ctx, 8, "sin_cache");
+  const Shape &c = ctx.input_shape(7), &s = ctx.input_shape(8);
+  VLRT_CHECK(c.size() == 2 && s == c && c[1] > 0 && 2 * c[1] <= d.head_size,
+             "cos_cache and sin_cache must be 2-D [max_position, rotary_dim / 2] of one shape with "
+             "rotary_dim <= the head size ",
+             d.head_size, ", got ", shape_str(c), " and ", shape_str(s));
+}
+
+void infer_group_query_attention(InferContext& ctx) {
+  VLRT_CHECK(dtype_is_float(ctx.input_dtype(0)), "query must be a floating-point tensor");
+  const Shape& q = ctx.input_shape(0);
+  VLRT_CHECK(q.size() == 3, "query must be 3-D [batch, sequence, hidden], got ", shape_str(q));
+  bool packed = !ctx.has_input(1);
+  VLRT_CHECK(packed == !ctx.has_input(2), "key and value come together (both absent for packed QKV)");
+  GroupQueryDims d = group_query_dims(ctx.node, q[2], packed);
+  int64_t b = q[0], s = q[1], kv_hidden = d.kv_heads * d.head_size;
+  if (!packed) {
+    for (size_t i = 1; i < 3; i++) {
+      const char* what = i == 1 ? "key" : "value";
+      require_float(ctx, i, what);
+      VLRT_CHECK(ctx.input_shape(i) == (Shape{b, s, kv_hidden}), what, " must be [", b, ", ", s, ", ",
+                 kv_hidden, "] (kv_num_heads * head size), got ", shape_str(ctx.input_shape(i)));
+    }
+  }
+  VLRT_CHECK(ctx.has_input(3) == ctx.has_input(4), "past_key and past_value come together");
+  int64_t past = 0;
+  if (ctx.has_input(3)) {
+    require_float(ctx, 3, "past_key");
+    require_float(ctx, 4, "past_value");
+    const Shape& pk = ctx.input_shape(3);
+    VLRT_CHECK(pk.size() == 4 && pk[0] == b && pk[1] == d.kv_heads && pk[3] == d.head_size &&
+                   ctx.input_shape(4) == pk,
+               "past_key and past_value must both be [", b, ", ", d.kv_heads, ", past_sequence, ",
+               d.head_size, "], got ", shape_str(pk), " and ", shape_str(ctx.input_shape(4)));
+    past = pk[2];
+  }
+  VLRT_CHECK(ctx.input_dtype(5) == DType::i32, "seqlens_k must be int32, got ",
+             dtype_name(ctx.input_dtype(5)));
+  VLRT_CHECK(ctx.input_shape(5) == Shape{b}, "seqlens_k must have shape [", b,
+             "] (each sequence's total length - 1), got ", shape_str(ctx.input_shape(5)));
+  VLRT_CHECK(ctx.input_dtype(6) == DType::i32, "total_sequence_length must be int32, got ",
+             dtype_name(ctx.input_dtype(6)));
+  VLRT_CHECK(shape_numel(ctx.input_shape(6)) == 1, "total_sequence_length must have one element, got ",
+             shape_str(ctx.input_shape(6)));
+  check_rotary_caches(ctx, d);
+  if (ctx.has_input(9)) {
+    VLRT_CHECK(ctx.input_dtype(9) == DType::i64, "position_ids must be int64, got ",
+               dtype_name(ctx.input_dtype(9)));
+    VLRT_CHECK(ctx.input_shape(9) == (Shape{b, s}), "position_ids must be [", b, ", ", s, "], got ",
+               shape_str(ctx.input_shape(9)));
+  }
+  VLRT_CHECK(!ctx.has_input(11), "head_sink (input 11) is not supported");
+  VLRT_CHECK(!ctx.node.attr_int("qk_output", 0) && ctx.output_count() <= 3, "has ", ctx.output_count(),
+             " outputs; output_qk is not supported (at most output, present_key, present_value)");
+  int64_t total = ctx.input_value(6).to_int64_vector()[0];
+  VLRT_CHECK(total >= s, "total_sequence_length ", total, " is less than the query's ", s, " positions");
+  int64_t present = std::max(total, past);
+  check_attention_bias(ctx, 10, b, d.heads, s, present);
+  ctx.set_output(0, ctx.input_dtype(0), {b, s, d.heads * d.head_size});
+  for (size_t i = 1; i < ctx.output_count(); i++)
+    ctx.set_output(i, ctx.input_dtype(0), {b, d.kv_heads, present, d.head_size});
+}
+
 }  // namespace
+
+GroupQueryDims group_query_dims(const Node& n, int64_t hidden, bool packed) {
+  VLRT_CHECK(n.has_attr("num_heads") && n.has_attr("kv_num_heads"),
+             "attributes num_heads and kv_num_heads are required");
+  GroupQueryDims d{n.attr_int("num_heads", 0), n.attr_int("kv_num_heads", 0), 0};
+  VLRT_CHECK(d.heads > 0 && d.kv_heads > 0, "num_heads and kv_num_heads must be positive, got ", d.heads,
+             " and ", d.kv_heads);
+  VLRT_CHECK(d.heads % d.kv_heads == 0, "num_heads ", d.heads, " is not a multiple of kv_num_heads ",
+             d.kv_heads);
+  int64_t slots = packed ? d.heads + 2 * d.kv_heads : d.heads;
+  VLRT_CHECK(hidden % slots == 0, "query's hidden size ", hidden, " is not a multiple of ",
+             packed ? "num_heads + 2 * kv_num_heads = " : "num_heads = ", slots);
+  d.head_size = hidden / slots;
+  return d;
+}
+
+namespace {}  // namespace
 
 void register_contrib_attention_schemas(SchemaTable& t) {
   t["com.microsoft.Attention"] = {infer_attention, 2, 7};
   t["com.microsoft.MultiHeadAttention"] = {infer_multi_head_attention, 1, 10};
+  t["com.microsoft.GroupQueryAttention"] = {infer_group_query_attention, 7, 12};
 }
 
 }  // namespace vlrt

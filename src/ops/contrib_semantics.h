@@ -29,11 +29,33 @@ struct MatMulNBitsDims {
 // Fails when an attribute is missing or out of range; unsupported for bits other than 4.
 MatMulNBitsDims matmul_nbits_dims(const Node& n);
 
+// GatherBlockQuantized of uint8 data: `bits`-bit values packed low bits first along the last
+// axis (the quantize axis), gathered along axis 0; scales hold one value per block of
+// block_size values along the last axis, the last block padded.
+struct GatherBlockQuantizedDims {
+  int64_t bits, block_size;
+  int64_t values;  // values per byte: 8 / bits
+  Shape logical;   // data's shape with the packed last axis unpacked
+  int64_t blocks;  // ceil(logical.back() / block_size)
+};
+// Fails naming the attribute or input that does not fit.
+GatherBlockQuantizedDims gather_block_quantized_dims(const Node& n, DType data, const Shape& shape);
+
 // RotaryEmbedding of input [B,S,N*H] or [B,N,S,H] with caches [max_position, rotary_dim / 2]:
 // the first rotary_dim values of each head rotate.
 struct RotaryDims {
   int64_t heads, head_size, rotary_dim;
 };
 RotaryDims rotary_dims(const Node& n, const Shape& x, const Shape& cache);
+
+// GroupQueryAttention's heads: query [B, S, num_heads * head_size], or packed QKV
+// [B, S, (num_heads + 2 * kv_num_heads) * head_size]; each K/V head serves
+// num_heads / kv_num_heads query heads.
+struct GroupQueryDims {
+  int64_t heads, kv_heads, head_size;
+};
+// Fails when the attributes are missing, kv_num_heads does not divide num_heads, or the
+// hidden size is not a multiple of the heads.
+GroupQueryDims group_query_dims(const Node& n, int64_t hidden, bool packed);
 
 }  // namespace vlrt

@@ -256,5 +256,104 @@ TEST(Contrib, RotaryEmbeddingErrors) {
   expect_error([&] { run_ms("RotaryEmbedding", {zeros({2, 2, 3, 4}), pos, cache, cache}); }, "rotary dim 8");
 }
 
+TEST(Contrib, GroupQueryAttentionErrors) {
+  auto heads = [](int64_t n, int64_t kv) {
+    return std::map<std::string, Attribute>{{"num_heads", attr_i(n)}, {"kv_num_heads", attr_i(kv)}};
+  };
+  Tensor q = zeros({2, 1, 32}), kv = zeros({2, 1, 16}), past = zeros({2, 2, 3, 8});
+  Tensor seqlens = Tensor::from_vector<int32_t>({3, 3}, {2}), total = Tensor::from_vector<int32_t>({4}, {1});
+  auto run = [&](std::vector<Tensor> in, std::map<std::string, Attribute> attrs) {
+    run_ms("GroupQueryAttention", in, std::move(attrs), 3);
+  };
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, seqlens, total}, heads(4, 3));
+      },
+      "num_heads 4 is not a multiple of kv_num_heads 3");
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, seqlens, total}, {{"num_heads", attr_i(4)}});
+      },
+      "attributes num_heads and kv_num_heads are required");
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, Tensor::from_vector<int32_t>({3, 3, 3}, {3}), total}, heads(4, 2));
+      },
+      "seqlens_k must have shape [2] (each sequence's total length - 1), got [3]");
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, Tensor::from_vector<int64_t>({3, 3}, {2}), total}, heads(4, 2));
+      },
+      "seqlens_k must be int32");
+  expect_error(
+      [&] {
+        run({q, zeros({2, 1, 8}), kv, past, past, seqlens, total}, heads(4, 2));
+      },
+      "key must be [2, 1, 16] (kv_num_heads * head size)");
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, Tensor(), seqlens, total}, heads(4, 2));
+      },
+      "past_key and past_value come together");
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, seqlens, total},
+            {{"num_heads", attr_i(4)}, {"kv_num_heads", attr_i(2)}, {"do_rotary", attr_i(1)}});
+      },
+      "do_rotary=1 needs cos_cache and sin_cache");
+  // Sequence 1 claims 7 positions: 6 past ones do not fit a past_key of 3.
+  expect_error(
+      [&] {
+        run({q, kv, kv, past, past, Tensor::from_vector<int32_t>({3, 6}, {2}),
+             Tensor::from_vector<int32_t>({7}, {1})},
+            heads(4, 2));
+      },
+      "seqlens_k[1] = 6 does not fit");
+}
+
+TEST(Contrib, GatherBlockQuantizedErrors) {
+  auto attrs = [](int64_t bits, int64_t block) {
+    return std::map<std::string, Attribute>{{"bits", attr_i(bits)}, {"block_size", attr_i(block)}};
+  };
+  Tensor data = Tensor::zeros(DType::u8, {4, 16}), idx = Tensor::from_vector<int64_t>({1, 5}, {2});
+  Tensor ok_idx = Tensor::from_vector<int64_t>({1, -4}, {2});
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, ok_idx, zeros({4, 3})}, attrs(4, 16));
+      },
+      "scales must have shape [4,2]");
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, ok_idx, zeros({4, 2})}, attrs(4, 24));
+      },
+      "block_size must be a power of two >= 16, got 24");
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, ok_idx, zeros({4, 2})}, attrs(3, 16));
+      },
+      "bits must be 2, 4 or 8");
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, idx, zeros({4, 2})}, attrs(4, 16));
+      },
+      "indices value 5 is out of range [-4, 4)");
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, ok_idx, zeros({4, 2}), Tensor::zeros(DType::u8, {4, 2})},
+               attrs(4, 16));
+      },
+      "zero_points must have shape [4,1] (2 per byte)");
+  expect_error<Unsupported>(
+      [&] {
+        run_ms("GatherBlockQuantized", {zeros({4, 16}), ok_idx, zeros({4, 2})});
+      },
+      "only uint8 data");
+  expect_error(
+      [&] {
+        run_ms("GatherBlockQuantized", {data, ok_idx, zeros({4, 2})}, {{"quantize_axis", attr_i(0)}});
+      },
+      "uint8 data needs gather_axis 0 and quantize_axis 1");
+}
+
 }  // namespace
 }  // namespace vlrt::test

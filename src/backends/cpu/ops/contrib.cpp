@@ -1,5 +1,7 @@
 // Reference kernels of ONNX Runtime's contrib ops (src/ops/contrib.cpp has their shapes).
 // Plain loops in double; FusedMatMul and FusedConv run the MatMul and Conv kernels.
+#include "backends/cpu/ops/contrib.h"
+
 #include <cmath>
 
 #include "backends/cpu/kernel.h"
@@ -10,7 +12,6 @@
 namespace vlrt {
 
 namespace {
-
 
 // The values of optional input i, or n zeros when it is absent.
 std::vector<double> values_or_zeros(const KernelContext& ctx, size_t i, size_t n) {
@@ -269,7 +270,54 @@ void matmul_nbits_kernel(KernelContext& ctx) {
   ctx.output(0).assign_doubles(y);
 }
 
+// ---- GatherBlockQuantized -------------------------------------------------------------
+
+// The value at `i` of `bits`-bit values packed low bits first.
+int unpack(const uint8_t* packed, int64_t i, int64_t bits) {
+  int64_t per_byte = 8 / bits;
+  return (packed[i / per_byte] >> (bits * (i % per_byte))) & ((1 << bits) - 1);
+}
+
+// Rows of data (axis 0) picked by indices, each value (q - zero_point) * scale of its block;
+// without zero points the zero point is the middle of the range, 2^(bits - 1).
+void gather_block_quantized_kernel(KernelContext& ctx) {
+  const Tensor& data = ctx.input(0);
+  GatherBlockQuantizedDims d = gather_block_quantized_dims(ctx.node, data.dtype(), data.shape());
+  const uint8_t* q = data.data<uint8_t>();
+  const uint8_t* zp = ctx.has_input(3) ? ctx.input(3).data<uint8_t>() : nullptr;
+  std::vector<double> scales = ctx.input(2).to_double_vector();
+  std::vector<int64_t> indices = ctx.input(1).to_int64_vector();
+  int64_t rows = d.logical[0], cols = d.logical.back(), per_row = shape_numel(d.logical) / rows;
+  int64_t zp_cols = (d.blocks + d.values - 1) / d.values;
+  std::vector<double> y;
+  y.reserve(indices.size() * size_t(per_row));
+  for (int64_t index : indices) {
+    VLRT_CHECK(index >= -rows && index < rows, "indices value ", index, " is out of range [", -rows, ", ",
+               rows, ")");
+    int64_t first = (index < 0 ? index + rows : index) * per_row;
+    for (int64_t i = first; i < first + per_row; i++) {
+      int64_t line = i / cols, block = i % cols / d.block_size;
+      double zero = zp ? unpack(zp + line * zp_cols, block, d.bits) : double(1 << (d.bits - 1));
+      y.push_back((unpack(q, i, d.bits) - zero) * scales[size_t(line * d.blocks + block)]);
+    }
+  }
+  ctx.output(0).assign_doubles(y);
+}
+
 // ---- RotaryEmbedding ------------------------------------------------------------------
+
+}  // namespace
+
+void rotate_pairs(double* h, int64_t half, const double* cos, const double* sin, bool interleaved) {
+  for (int64_t i = 0; i < half; i++) {
+    int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+    double a = h[i0], e = h[i1];
+    h[i0] = a * cos[i] - e * sin[i];
+    h[i1] = e * cos[i] + a * sin[i];
+  }
+}
+
+namespace {
 
 // Rotates pairs (i, i + rot/2), or (2i, 2i + 1) when interleaved, of each head's first
 // rotary_dim values by the angle whose cos and sin the caches hold at the token's position.
@@ -289,13 +337,7 @@ void rotary_embedding_kernel(KernelContext& ctx) {
       for (int64_t n = 0; n < d.heads; n++) {
         int64_t base =
             bnsh ? ((bi * d.heads + n) * s + si) * d.head_size : ((bi * s + si) * d.heads + n) * d.head_size;
-        double* h = x.data() + base;
-        for (int64_t i = 0; i < half; i++) {
-          int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
-          double c = cos[size_t(p * half + i)], sn = sin[size_t(p * half + i)], a = h[i0], e = h[i1];
-          h[i0] = a * c - e * sn;
-          h[i1] = e * c + a * sn;
-        }
+        rotate_pairs(x.data() + base, half, cos.data() + p * half, sin.data() + p * half, interleaved);
       }
     }
   ctx.output(0).assign_doubles(x);
@@ -321,6 +363,7 @@ void register_contrib_kernels(CpuKernelTable& t) {
   t["com.microsoft.FusedConv"] = {fused_conv_kernel};
   t["com.microsoft.MatMulNBits"] = {matmul_nbits_kernel};
   t["com.microsoft.RotaryEmbedding"] = {rotary_embedding_kernel};
+  t["com.microsoft.GatherBlockQuantized"] = {gather_block_quantized_kernel};
 }
 
 }  // namespace vlrt

@@ -1,15 +1,18 @@
-// Reference kernels of Attention and MultiHeadAttention as ONNX Runtime's CPU kernels compute
-// them: masked positions get mask_filter_value added to their score (not -inf), so a fully
-// masked row is the softmax of the raw scores.
+// Reference kernels of Attention, MultiHeadAttention and GroupQueryAttention as ONNX
+// Runtime's CPU kernels compute them. Attention and MultiHeadAttention add mask_filter_value
+// to masked scores (not -inf), so a fully masked row is the softmax of the raw scores;
+// GroupQueryAttention leaves masked keys out of the softmax.
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/ops/contrib.h"
 #include "core/dispatch.h"
+#include "ops/contrib_semantics.h"
 
 namespace vlrt {
 
 namespace {
-
 
 // Per-head tensors in [B, N, T, H] layout, scores [B, N, S, T] before the softmax.
 struct Heads {
@@ -72,8 +75,11 @@ void mask_causal(Heads& a, double filter) {
       for (int64_t t = past + s + 1; t < a.total; t++) a.mask[size_t((b * a.seq + s) * a.total + t)] = filter;
 }
 
-// softmax(scale * Q K^T + mask + attention_bias) V, as [B, S, N*Hv].
-std::vector<double> attend(const Heads& a, double scale, const Tensor* attention_bias) {
+// softmax(cap(scale * Q K^T) + mask + attention_bias) V, as [B, S, N*Hv]. cap(x) is
+// softcap * tanh(x / softcap) when softcap > 0; a smooth softmax has an extra zero logit in
+// its denominator.
+std::vector<double> attend(const Heads& a, double scale, const Tensor* attention_bias, double softcap = 0,
+                           bool smooth = false) {
   std::vector<double> bias = attention_bias ? attention_bias->to_double_vector() : std::vector<double>();
   int64_t bias_b = attention_bias ? attention_bias->dim(0) : 0,
           bias_n = attention_bias ? attention_bias->dim(1) : 0;
@@ -87,14 +93,15 @@ std::vector<double> attend(const Heads& a, double scale, const Tensor* attention
           const double* k = a.k.data() + ((b * a.heads + n) * a.total + t) * a.head;
           double dot = 0;
           for (int64_t h = 0; h < a.head; h++) dot += q[h] * k[h];
-          p[size_t(t)] = dot * scale;
+          p[size_t(t)] = softcap > 0 ? softcap * std::tanh(dot * scale / softcap) : dot * scale;
           if (!a.mask.empty()) p[size_t(t)] += a.mask[size_t((b * a.seq + s) * a.total + t)];
           if (!bias.empty())
             p[size_t(t)] += bias[size_t(
                 (((bias_b == 1 ? 0 : b) * bias_n + (bias_n == 1 ? 0 : n)) * a.seq + s) * a.total + t)];
           mx = std::max(mx, p[size_t(t)]);
         }
-        double sum = 0;
+        if (smooth) mx = std::max(mx, 0.0);
+        double sum = smooth ? std::exp(-mx) : 0.0;
         for (double& x : p) sum += (x = std::exp(x - mx));
         double* o = out.data() + ((b * a.seq + s) * a.heads + n) * a.vhead;
         for (int64_t t = 0; t < a.total; t++) {
@@ -113,7 +120,8 @@ double scale_of(const Node& n, int64_t head) {
 // The mask (input `mask_input`: key lengths, or a 2-D to 4-D mask), the causal mask when
 // unidirectional, then attention with the attention_bias of input 5: Attention's and
 // MultiHeadAttention's common tail.
-std::vector<double> masked_attention(KernelContext& ctx, Heads& a, size_t mask_input, double filter, int64_t past) {
+std::vector<double> masked_attention(KernelContext& ctx, Heads& a, size_t mask_input, double filter,
+                                     int64_t past) {
   if (ctx.has_input(mask_input)) {
     const Tensor& m = ctx.input(mask_input);
     if (m.rank() == 1)
@@ -185,11 +193,137 @@ void multi_head_attention_kernel(KernelContext& ctx) {
   if (ctx.has_output(2)) ctx.output(2).assign_doubles(a.v);
 }
 
+// ---- GroupQueryAttention ----------------------------------------------------------------
+
+// Where each sequence's S new tokens go: after `past` cached positions, `total` in all.
+struct CacheRows {
+  int64_t past, total;
+};
+
+// seqlens_k holds each sequence's total length - 1. A first prompt (S equal to
+// total_sequence_length) starts at position 0; later steps append after the past.
+std::vector<CacheRows> cache_rows(const KernelContext& ctx, int64_t s, int64_t past_len,
+                                  int64_t present_len) {
+  std::vector<int64_t> seqlens = ctx.input(5).to_int64_vector();
+  bool first_prompt = ctx.input(6).to_int64_vector()[0] == s;
+  std::vector<CacheRows> rows;
+  for (size_t bi = 0; bi < seqlens.size(); bi++) {
+    int64_t total = seqlens[bi] + 1, past = first_prompt ? 0 : total - s;
+    VLRT_CHECK(total >= 1 && past >= 0 && past <= past_len && past + s <= present_len && total <= present_len,
+               "seqlens_k[", bi, "] = ", seqlens[bi], " does not fit: ", s, " new positions after ", past,
+               " past ones in a past_key of ", past_len, " and a present of ", present_len, " positions");
+    rows.push_back({past, total});
+  }
+  return rows;
+}
+
+// Rotates the first rotary_dim values of each head of x [B, N, S, H] at the tokens' positions:
+// position_ids when given, else the token's place in its sequence.
+void rotate_heads(const KernelContext& ctx, std::vector<double>& x, int64_t b, int64_t n, int64_t s,
+                  int64_t h, const std::vector<CacheRows>& rows) {
+  const Tensor& cos_cache = ctx.input(7);
+  int64_t half = cos_cache.dim(1), positions = cos_cache.dim(0);
+  std::vector<double> cos = cos_cache.to_double_vector(), sin = ctx.input(8).to_double_vector();
+  std::vector<int64_t> ids = ctx.has_input(9) ? ctx.input(9).to_int64_vector() : std::vector<int64_t>();
+  bool interleaved = ctx.node.attr_int("rotary_interleaved", 0) != 0;
+  for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t si = 0; si < s; si++) {
+      int64_t p = ids.empty() ? rows[size_t(bi)].past + si : ids[size_t(bi * s + si)];
+      VLRT_CHECK(p >= 0 && p < positions, "position ", p, " is outside cos_cache's ", positions,
+                 " positions");
+      for (int64_t ni = 0; ni < n; ni++)
+        rotate_pairs(x.data() + ((bi * n + ni) * s + si) * h, half, cos.data() + p * half,
+                     sin.data() + p * half, interleaved);
+    }
+}
+
+// present [B, Nkv, T, H]: each sequence's past positions from `past`, then its new ones.
+std::vector<double> append_to_cache(const KernelContext& ctx, size_t past_input,
+                                    const std::vector<double>& fresh, int64_t nkv, int64_t s, int64_t h,
+                                    int64_t past_len, int64_t present_len,
+                                    const std::vector<CacheRows>& rows) {
+  std::vector<double> past = past_len ? ctx.input(past_input).to_double_vector() : std::vector<double>();
+  std::vector<double> present(rows.size() * size_t(nkv * present_len * h));
+  for (size_t bi = 0; bi < rows.size(); bi++)
+    for (int64_t ni = 0; ni < nkv; ni++) {
+      int64_t head = int64_t(bi) * nkv + ni;
+      double* dst = present.data() + head * present_len * h;
+      std::copy_n(past.begin() + head * past_len * h, rows[bi].past * h, dst);
+      std::copy_n(fresh.begin() + head * s * h, s * h, dst + rows[bi].past * h);
+    }
+  return present;
+}
+
+// Each of the N query heads reads K/V head n / (N / Nkv): [B, Nkv, T, H] -> [B, N, T, H].
+std::vector<double> repeat_kv(const std::vector<double>& kv, int64_t b, int64_t nkv, int64_t n, int64_t th) {
+  std::vector<double> out(size_t(b * n * th));
+  for (int64_t bi = 0; bi < b; bi++)
+    for (int64_t ni = 0; ni < n; ni++)
+      std::copy_n(kv.begin() + (bi * nkv + ni / (n / nkv)) * th, th, out.begin() + (bi * n + ni) * th);
+  return out;
+}
+
+// Query s of a sequence sees keys up to its own position, only the last local_window_size
+// of them when local_window_size > 0, and none past the sequence's total length.
+void mask_causal_window(Heads& a, const std::vector<CacheRows>& rows, int64_t window) {
+  a.mask.assign(size_t(a.batch * a.seq * a.total), -INFINITY);
+  for (int64_t b = 0; b < a.batch; b++)
+    for (int64_t s = 0; s < a.seq; s++) {
+      int64_t last = std::min(rows[size_t(b)].past + s, rows[size_t(b)].total - 1);
+      int64_t first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
+      for (int64_t t = first; t <= last; t++) a.mask[size_t((b * a.seq + s) * a.total + t)] = 0;
+    }
+}
+
+void group_query_attention_kernel(KernelContext& ctx) {
+  const Tensor& query = ctx.input(0);
+  bool packed = !ctx.has_input(1);
+  int64_t b = query.dim(0), s = query.dim(1), hidden = query.dim(2);
+  GroupQueryDims d = group_query_dims(ctx.node, hidden, packed);
+  int64_t n = d.heads, nkv = d.kv_heads, h = d.head_size;
+  int64_t past_len = ctx.has_input(3) ? ctx.input(3).dim(2) : 0;
+  int64_t present_len = std::max(ctx.input(6).to_int64_vector()[0], past_len);
+  std::vector<CacheRows> rows = cache_rows(ctx, s, past_len, present_len);
+  std::vector<double> qkv = query.to_double_vector();
+  std::vector<double> q(size_t(b * n * s * h)), k(size_t(b * nkv * s * h)), v(k.size());
+  split_heads(qkv, hidden, 0, nullptr, b, s, n, h, q, 0, s);
+  if (packed) {
+    split_heads(qkv, hidden, n * h, nullptr, b, s, nkv, h, k, 0, s);
+    split_heads(qkv, hidden, (n + nkv) * h, nullptr, b, s, nkv, h, v, 0, s);
+  } else {
+    split_heads(ctx.input(1).to_double_vector(), nkv * h, 0, nullptr, b, s, nkv, h, k, 0, s);
+    split_heads(ctx.input(2).to_double_vector(), nkv * h, 0, nullptr, b, s, nkv, h, v, 0, s);
+  }
+  if (ctx.node.attr_int("do_rotary", 0)) {
+    rotate_heads(ctx, q, b, n, s, h, rows);
+    rotate_heads(ctx, k, b, nkv, s, h, rows);
+  }
+  std::vector<double> present_k = append_to_cache(ctx, 3, k, nkv, s, h, past_len, present_len, rows);
+  std::vector<double> present_v = append_to_cache(ctx, 4, v, nkv, s, h, past_len, present_len, rows);
+  Heads a{b,
+          n,
+          s,
+          present_len,
+          h,
+          h,
+          std::move(q),
+          repeat_kv(present_k, b, nkv, n, present_len * h),
+          repeat_kv(present_v, b, nkv, n, present_len * h),
+          {}};
+  mask_causal_window(a, rows, ctx.node.attr_int("local_window_size", -1));
+  ctx.output(0).assign_doubles(attend(a, scale_of(ctx.node, h), ctx.has_input(10) ? &ctx.input(10) : nullptr,
+                                      ctx.node.attr_float("softcap", 0.0f),
+                                      ctx.node.attr_int("smooth_softmax", 0) != 0));
+  if (ctx.has_output(1)) ctx.output(1).assign_doubles(present_k);
+  if (ctx.has_output(2)) ctx.output(2).assign_doubles(present_v);
+}
+
 }  // namespace
 
 void register_contrib_attention_kernels(CpuKernelTable& t) {
   t["com.microsoft.Attention"] = {attention_kernel};
   t["com.microsoft.MultiHeadAttention"] = {multi_head_attention_kernel};
+  t["com.microsoft.GroupQueryAttention"] = {group_query_attention_kernel};
 }
 
 }  // namespace vlrt
