@@ -101,10 +101,15 @@ class OrtDetector:
         x = (x - MEAN) / STD
         return np.ascontiguousarray(x.transpose(2, 0, 1)[None], dtype=np.float32)
 
-    def raw(self, img, caption):
+    def feeds(self, img, caption):
+        """The encoded caption and the model's inputs for one image."""
         enc = demo_text.encode(caption, self.vocab)
         feeds = demo_text.batch([enc], self.vocab)
         feeds["img"] = self.preprocess(img)
+        return enc, feeds
+
+    def raw(self, img, caption):
+        enc, feeds = self.feeds(img, caption)
         logits, boxes = self.session.run(["logits", "boxes"], feeds)
         return enc, logits[0], boxes[0]
 
