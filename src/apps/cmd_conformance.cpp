@@ -55,10 +55,40 @@ std::string compare(const std::string& name, const Tensor& actual, const Tensor&
              a[first], ", expected ", e[first], "; max abs error ", worst, ")");
 }
 
+// compare() for any value kind: a sequence or an optional matches when its tensors do.
+std::string compare_value(const std::string& name, const Tensor& actual, const Tensor& expected, double rtol,
+                          double atol) {
+  if (actual.kind() != expected.kind())
+    return cat("output '", name, "' is ", actual.describe(), ", expected ", expected.describe());
+  if (expected.is_tensor()) return compare(name, actual, expected, rtol, atol);
+  if (actual.dtype() != expected.dtype() || actual.elements().size() != expected.elements().size())
+    return cat("output '", name, "' is ", actual.describe(), ", expected ", expected.describe());
+  for (size_t i = 0; i < expected.elements().size(); i++) {
+    std::string why = compare_value(cat(name, "[", i, "]"), actual.elements()[i], expected.elements()[i], rtol, atol);
+    if (!why.empty()) return why;
+  }
+  return "";
+}
+
 // The suite stores bfloat16 data as uint16 with the same bits.
 Tensor as_declared_type(const Tensor& t, DType declared) {
   if (t.dtype() == DType::u16 && declared == DType::bf16) return Tensor(DType::bf16, t.shape(), t.buffer(), t.offset());
   return t;
+}
+
+// A value file of the suite: a TensorProto, or for a sequence or an optional declaration
+// a SequenceProto or an OptionalProto. Files are in declaration order; a TensorProto
+// names its value, which then wins.
+std::pair<std::string, Tensor> read_value_file(const fs::path& file, const std::vector<ValueDecl>& declared, size_t i) {
+  const ValueDecl* by_index = i < declared.size() ? &declared[i] : nullptr;
+  ValueKind kind = by_index ? by_index->kind : ValueKind::tensor;
+  std::string name;
+  Tensor t = parse_value_proto(read_file(file.string()), kind, by_index ? by_index->dtype : DType::undefined,
+                               file.parent_path().string(), &name);
+  if (name.empty() && by_index) name = by_index->name;
+  for (auto& d : declared)
+    if (d.name == name) t = as_declared_type(t, d.dtype);
+  return {name, t};
 }
 
 std::vector<std::string> sorted_files(const fs::path& dir, const std::string& prefix) {
@@ -79,12 +109,12 @@ Outcome run_case(const fs::path& dir, const ConformanceArgs& a, std::string& rea
     Model model = load_onnx((dir / "model.onnx").string());
     for (auto& v : model.graph.inputs)
       if (v.dtype == DType::undefined) {
-        reason = cat("input '", v.name, "' is not a tensor of a supported type");
+        reason = cat("input '", v.name, "' is not a tensor, a sequence or an optional of a supported type");
         return Outcome::skipped;
       }
     for (auto& v : model.graph.outputs)
       if (v.dtype == DType::undefined) {
-        reason = cat("output '", v.name, "' is not a tensor of a supported type");
+        reason = cat("output '", v.name, "' is not a tensor, a sequence or an optional of a supported type");
         return Outcome::skipped;
       }
     std::vector<ValueDecl> declared_inputs = model.graph.inputs;
@@ -105,27 +135,19 @@ Outcome run_case(const fs::path& dir, const ConformanceArgs& a, std::string& rea
       TensorMap inputs;
       auto in_files = sorted_files(set, "input_");
       for (size_t i = 0; i < in_files.size(); i++) {
-        std::string name;
-        Tensor t = parse_tensor_proto(read_file((set / in_files[i]).string()), set.string(), &name);
-        if (name.empty() && i < declared_inputs.size()) name = declared_inputs[i].name;
-        for (auto& d : declared_inputs)
-          if (d.name == name) t = as_declared_type(t, d.dtype);
+        auto [name, t] = read_value_file(set / in_files[i], declared_inputs, i);
         inputs[name] = t;
       }
       TensorMap outputs = session.run(inputs);
       auto out_files = sorted_files(set, "output_");
       for (size_t i = 0; i < out_files.size(); i++) {
-        std::string name;
-        Tensor expected = parse_tensor_proto(read_file((set / out_files[i]).string()), set.string(), &name);
-        if (name.empty() && i < declared_outputs.size()) name = declared_outputs[i].name;
-        for (auto& d : declared_outputs)
-          if (d.name == name) expected = as_declared_type(expected, d.dtype);
+        auto [name, expected] = read_value_file(set / out_files[i], declared_outputs, i);
         auto it = outputs.find(name);
         if (it == outputs.end()) {
           reason = cat("no output named '", name, "'");
           return Outcome::failed;
         }
-        reason = compare(name, it->second, expected, a.rtol, a.atol);
+        reason = compare_value(name, it->second, expected, a.rtol, a.atol);
         if (!reason.empty()) return Outcome::failed;
       }
     }

@@ -43,6 +43,10 @@ void run(const RunArgs& a) {
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
   Session session(load_model(a.model, {.verify_hash = !a.no_verify_hash}), options);
+  for (auto& d : session.model().graph.inputs)
+    if (d.kind != ValueKind::tensor)
+      unsupported("input '", d.name, "' is a ", d.describe(), "; `vlrt run` reads tensors from .npy files and "
+                  "cannot take a sequence or an optional input");
   TensorMap outputs = session.run(inputs);
   const Plan& plan = session.plan(signature_of(inputs));
   std::string placement;
@@ -57,9 +61,15 @@ void run(const RunArgs& a) {
       std::string file = name;
       for (char& c : file)
         if (c == '/' || c == '\\' || c == ':') c = '_';
-      std::string path = (std::filesystem::path(a.output_dir) / (file + ".npy")).string();
-      write_npy(path, t);
-      std::cout << "  -> " << path << "\n";
+      // A sequence (or an optional) is written as one file per tensor it holds: NAME_0.npy, ...
+      std::vector<Tensor> parts = t.is_tensor() ? std::vector<Tensor>{t} : t.elements();
+      if (t.kind() == ValueKind::optional_sequence && !parts.empty()) parts = parts[0].elements();
+      for (size_t k = 0; k < parts.size(); k++) {
+        std::string stem = t.is_tensor() ? file : cat(file, "_", k);
+        std::string path = (std::filesystem::path(a.output_dir) / (stem + ".npy")).string();
+        write_npy(path, parts[k]);
+        std::cout << "  -> " << path << "\n";
+      }
     }
   }
 }

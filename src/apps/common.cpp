@@ -82,6 +82,8 @@ std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& mode
   }
   std::map<std::string, std::pair<DType, Shape>> sig;
   for (auto& d : model.graph.inputs) {
+    if (d.kind != ValueKind::tensor)
+      unsupported("input '", d.name, "' is a ", d.describe(), "; planning from shapes alone takes tensor inputs only");
     Shape shape;
     if (given.count(d.name)) {
       shape = given[d.name];

@@ -70,7 +70,7 @@ std::vector<Tensor> run_node(Backend& b, const Node& node, int64_t opset, const 
   std::vector<const ValueInfo*> in_ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); i++) {
     if (!inputs[i]) continue;
-    in_info[i] = ValueInfo{inputs[i]->dtype(), true, inputs[i]->shape(), *inputs[i]};
+    in_info[i] = known_info(*inputs[i]);
     in_ptrs[i] = &in_info[i];
   }
   try {
@@ -81,12 +81,18 @@ std::vector<Tensor> run_node(Backend& b, const Node& node, int64_t opset, const 
     bool kernel_needed = false;
     for (size_t i = 0; i < outputs.size(); i++) {
       if (node.outputs[i].empty()) continue;
-      if (i == 0 && schema->alias_input >= 0) {
-        outputs[0] = inputs[size_t(schema->alias_input)]->reshaped(out_info[0].shape);
+      const Tensor* aliased = i == 0 && schema->alias_input >= 0 ? inputs[size_t(schema->alias_input)] : nullptr;
+      if (aliased) {
+        outputs[0] = aliased->is_tensor() ? aliased->reshaped(out_info[0].shape) : *aliased;
         continue;
       }
       if (!out_info[i].shape_known) fail("output ", i, " shape could not be inferred");
       const ValueInfo& o = out_info[i];
+      if (o.kind != ValueKind::tensor) {  // made by the kernel
+        out_ptrs[i] = &outputs[i];
+        kernel_needed = true;
+        continue;
+      }
       outputs[i] = Tensor(o.dtype, o.shape, b.allocate(size_t(shape_numel(o.shape)) * dtype_size(o.dtype)), 0);
       out_ptrs[i] = &outputs[i];
       kernel_needed = true;

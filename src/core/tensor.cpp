@@ -104,7 +104,54 @@ int64_t Tensor::dim(int i) const {
 
 Device Tensor::device() const { return buffer_ ? buffer_->device : Device{}; }
 
+bool is_optional(ValueKind kind) { return kind == ValueKind::optional_tensor || kind == ValueKind::optional_sequence; }
+
+const char* value_kind_name(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::tensor: return "tensor";
+    case ValueKind::sequence: return "sequence";
+    case ValueKind::optional_tensor: return "optional tensor";
+    case ValueKind::optional_sequence: return "optional sequence";
+  }
+  return "?";
+}
+
+Tensor Tensor::sequence(DType element_type, std::vector<Tensor> elements) {
+  for (auto& e : elements) {
+    VLRT_CHECK(e.is_tensor() && e.dtype() == element_type && e.device() == Device{},
+               "a sequence of ", dtype_name(element_type), " cannot hold ", e.describe(), " on ", e.device().str());
+  }
+  Tensor t;
+  t.kind_ = ValueKind::sequence;
+  t.dtype_ = element_type;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(elements));
+  return t;
+}
+
+Tensor Tensor::optional(Tensor element) {
+  VLRT_CHECK(element.kind() == ValueKind::tensor || element.kind() == ValueKind::sequence,
+             "an optional holds a tensor or a sequence, not an ", element.describe());
+  Tensor t = empty_optional(element.kind(), element.dtype());
+  t.elements_ = std::make_shared<const std::vector<Tensor>>(std::vector<Tensor>{std::move(element)});
+  return t;
+}
+
+Tensor Tensor::empty_optional(ValueKind of, DType element_type) {
+  VLRT_CHECK(of == ValueKind::tensor || of == ValueKind::sequence, "an optional holds a tensor or a sequence");
+  Tensor t;
+  t.kind_ = of == ValueKind::tensor ? ValueKind::optional_tensor : ValueKind::optional_sequence;
+  t.dtype_ = element_type;
+  t.elements_ = std::make_shared<const std::vector<Tensor>>();
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::elements() const {
+  static const std::vector<Tensor> none;
+  return elements_ ? *elements_ : none;
+}
+
 void Tensor::check_type(DType t) const {
+  if (kind_ != ValueKind::tensor) fail("a ", describe(), " is not a tensor");
   if (t != dtype_) fail("tensor is ", dtype_name(dtype_), ", accessed as ", dtype_name(t));
 }
 
@@ -114,6 +161,13 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
+  if (kind_ != ValueKind::tensor) {
+    std::vector<Tensor> copies;
+    for (auto& e : elements()) copies.push_back(e.clone());
+    Tensor t = *this;
+    t.elements_ = std::make_shared<const std::vector<Tensor>>(std::move(copies));
+    return t;
+  }
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
   return t;
@@ -163,6 +217,15 @@ void Tensor::assign_doubles(const std::vector<double>& v) {
   });
 }
 
-std::string Tensor::describe() const { return cat(dtype_name(dtype_), shape_str(shape_)); }
+std::string Tensor::describe() const {
+  switch (kind_) {
+    case ValueKind::tensor: return cat(dtype_name(dtype_), shape_str(shape_));
+    case ValueKind::sequence: return cat("sequence(", dtype_name(dtype_), ")[", elements().size(), "]");
+    default:
+      if (elements().empty())
+        return cat("optional(", kind_ == ValueKind::optional_sequence ? "sequence " : "", dtype_name(dtype_), ")[empty]");
+      return cat("optional(", elements()[0].describe(), ")");
+  }
+}
 
 }  // namespace vlrt

@@ -44,6 +44,16 @@ struct Buffer {
   ~Buffer();
 };
 
+// What a value is. Sequences and optionals live on the host: the sequence and optional ops
+// make them, If and Loop carry them, every other op sees tensors only. An optional
+// remembers whether it holds (or would hold) a tensor or a sequence.
+enum class ValueKind : uint8_t { tensor, sequence, optional_tensor, optional_sequence };
+bool is_optional(ValueKind kind);
+// "tensor", "sequence", "optional tensor", "optional sequence"
+const char* value_kind_name(ValueKind kind);
+
+// A value: a tensor (dtype, shape, memory on a device) or, of another ValueKind, a host
+// value holding tensors (a sequence's elements; an optional's element, if any).
 class Tensor {
  public:
   Tensor() = default;
@@ -61,8 +71,18 @@ class Tensor {
     return t;
   }
   template <class T> static Tensor scalar(T v) { return from_vector<T>({v}, {}); }
+  // A sequence of host tensors of `element_type`, each with its own shape.
+  static Tensor sequence(DType element_type, std::vector<Tensor> elements);
+  // An optional holding `element` (a tensor or a sequence).
+  static Tensor optional(Tensor element);
+  // An empty optional of a tensor or a sequence (`of`) of `element_type`.
+  static Tensor empty_optional(ValueKind of, DType element_type);
 
-  bool defined() const { return buffer_ != nullptr; }
+  bool defined() const { return buffer_ != nullptr || kind_ != ValueKind::tensor; }
+  ValueKind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == ValueKind::tensor; }
+  // A sequence's elements; an optional's element (none when empty). Empty for a tensor.
+  const std::vector<Tensor>& elements() const;
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return int(shape_.size()); }
@@ -95,11 +115,14 @@ class Tensor {
   std::vector<double> to_double_vector() const;
   // The reverse: writes numel() values, each converted to the tensor's type.
   void assign_doubles(const std::vector<double>& v);
-  std::string describe() const;  // "float32[1,3,224,224]"
+  // "float32[1,3,224,224]", "sequence(float32)[3]", "optional(sequence(int32)[2])", "optional(float32)[empty]"
+  std::string describe() const;
 
  private:
   void check_type(DType t) const;
-  DType dtype_ = DType::undefined;
+  DType dtype_ = DType::undefined;  // for a sequence or an optional: its elements' type
+  ValueKind kind_ = ValueKind::tensor;
+  std::shared_ptr<const std::vector<Tensor>> elements_;  // sequences and optionals
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<Buffer> buffer_;

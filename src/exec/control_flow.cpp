@@ -123,6 +123,7 @@ std::vector<Tensor> ControlFlowRunner::run(const std::vector<const Tensor*>& inp
   if (node_.op_type == "If") return run_if();
   if (node_.op_type == "Loop") return run_loop();
   if (node_.op_type == "Scan") return run_scan();
+  if (node_.op_type == "SequenceMap") return run_sequence_map();
   unsupported(node_.label(), ": not a control-flow op");
 }
 
@@ -220,6 +221,34 @@ std::vector<Tensor> ControlFlowRunner::run_scan() {
     int64_t axis = normalized(out_axes[j], rank + 1, "scan_output_axes entry");
     if (out_dirs[j] == 1) std::reverse(scanned[j].begin(), scanned[j].end());
     result.push_back(scanned[j].empty() ? empty_stack(decl, axis, what) : stack(scanned[j], axis, what));
+  }
+  return result;
+}
+
+std::vector<Tensor> ControlFlowRunner::run_sequence_map() {
+  Body& b = body("body");
+  VLRT_CHECK(inputs_.size() == b.formal.size() && b.outputs.size() == node_.outputs.size(), "the body has ",
+             b.formal.size(), " inputs and ", b.outputs.size(), " outputs; expected ", inputs_.size(), " and ",
+             node_.outputs.size());
+  for (size_t j = 0; j < inputs_.size(); j++) VLRT_CHECK(inputs_[j], "input ", j, " is missing");
+  size_t length = inputs_[0]->elements().size();
+  for (size_t j = 1; j < inputs_.size(); j++)
+    if (inputs_[j]->kind() == ValueKind::sequence && inputs_[j]->elements().size() != length)
+      fail("input ", j, " ('", node_.inputs[j], "') is a sequence of ", inputs_[j]->elements().size(),
+           " tensors but input 0 has ", length, "; every sequence input must have the same length");
+  std::vector<std::vector<Tensor>> made(b.outputs.size());
+  for (size_t i = 0; i < length; i++) {
+    std::vector<Tensor> formal;
+    for (auto* in : inputs_) formal.push_back(in->kind() == ValueKind::sequence ? in->elements()[i] : *in);
+    std::vector<Tensor> out = call(b, formal);
+    for (size_t k = 0; k < out.size(); k++) made[k].push_back(std::move(out[k]));
+  }
+  std::vector<Tensor> result;
+  for (size_t k = 0; k < made.size(); k++) {
+    DType dtype = made[k].empty() ? b.outputs[k].dtype : made[k][0].dtype();
+    if (dtype == DType::undefined)
+      unsupported("output ", k, " is an empty sequence and the body does not declare its type");
+    result.push_back(Tensor::sequence(dtype, std::move(made[k])));
   }
   return result;
 }

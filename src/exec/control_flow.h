@@ -1,4 +1,4 @@
-// Runs the subgraphs of If, Loop and Scan on the host: each subgraph is a model of its
+// Runs the subgraphs of If, Loop, Scan and SequenceMap on the host: each subgraph is a model of its
 // own (a child Session: canonicalized and folded once, planned per input signature)
 // whose inputs are the subgraph's formal inputs and the outer-scope values it reads.
 #pragma once
@@ -36,6 +36,7 @@ class ControlFlowRunner {
   std::vector<Tensor> run_if();
   std::vector<Tensor> run_loop();
   std::vector<Tensor> run_scan();
+  std::vector<Tensor> run_sequence_map();
 
   const Model& parent_;
   const Node& node_;

@@ -163,8 +163,8 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
     std::vector<const ValueInfo*> vp(ins.size(), nullptr);
     for (size_t i = 0; i < ins.size(); i++) {
       if (!ins[i]) continue;
-      vi[i] = ValueInfo{ins[i]->dtype(), true, ins[i]->shape(), std::nullopt};
-      if (b.host_visible()) vi[i].value = *ins[i];
+      vi[i] = known_info(*ins[i]);
+      if (!b.host_visible()) vi[i].value.reset();
       vp[i] = &vi[i];
     }
     dynamic_info = infer_node(node, model_.opset(), vp);
@@ -179,10 +179,12 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
     const Shape& shape = s.dynamic ? dynamic_info[i].shape : slot.shape;
     Tensor& out = values_[size_t(k)];
     if (i == 0 && s.alias_input >= 0) {
-      out = ins[size_t(s.alias_input)]->reshaped(shape);
+      const Tensor& in = *ins[size_t(s.alias_input)];
+      out = in.is_tensor() ? in.reshaped(shape) : in;
       continue;
     }
-    out = allocate(plan, k, dtype, shape, "output");
+    bool host_value = s.dynamic && dynamic_info[i].kind != ValueKind::tensor;
+    out = host_value ? Tensor{} : allocate(plan, k, dtype, shape, "output");  // a sequence: the kernel makes it
     outs[i] = &out;
     kernel_needed = true;
   }

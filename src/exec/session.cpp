@@ -66,7 +66,22 @@ int Session::threads() const {
   return options_.threads > 0 ? options_.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-void Session::check_inputs(const TensorMap& inputs) const { check_input_shapes(signature_of(inputs)); }
+void Session::check_inputs(const TensorMap& inputs) const {
+  // A sequence or an optional where a tensor is declared, or the reverse; an optional
+  // input may be given its element directly.
+  for (auto& d : model_.graph.inputs) {
+    auto it = inputs.find(d.name);
+    if (it == inputs.end() || d.dtype == DType::undefined) continue;
+    ValueKind given = it->second.kind();
+    ValueKind element = d.kind == ValueKind::optional_tensor     ? ValueKind::tensor
+                        : d.kind == ValueKind::optional_sequence ? ValueKind::sequence
+                                                                 : d.kind;
+    if (given != d.kind && given != element)
+      fail("input '", d.name, "' is a ", value_kind_name(given), " (", it->second.describe(),
+           ") but the model expects ", d.describe());
+  }
+  check_input_shapes(signature_of(inputs));
+}
 
 void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const {
   const auto& declared = model_.graph.inputs;
@@ -89,7 +104,7 @@ void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Sh
     std::string given = cat(dtype_name(dtype), shape_str(shape));
     if (d.dtype != DType::undefined && dtype != d.dtype)
       fail("input '", d.name, "' is ", given, " but the model expects ", d.describe());
-    if (!d.has_shape || !options_.check_declared_shapes) continue;
+    if (!d.has_shape || !options_.check_declared_shapes || d.kind != ValueKind::tensor) continue;
     if (shape.size() != d.dims.size())
       fail("input '", d.name, "' has shape ", shape_str(shape), " (rank ", shape.size(), ") but the model expects ",
            d.describe(), " (rank ", d.dims.size(), ")");
@@ -111,9 +126,21 @@ void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Sh
   }
 }
 
-Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs) {
+Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs,
+                                    const std::map<std::string, ValueKind>& kinds) {
+  auto kind_of = [&](const std::string& name) {
+    auto given = kinds.find(name);
+    if (given != kinds.end()) return given->second;
+    for (auto& d : model_.graph.inputs)
+      if (d.name == name) return d.kind;
+    return ValueKind::tensor;
+  };
   std::string key;
-  for (auto& [name, ds] : inputs) key += name + ":" + dtype_name(ds.first) + shape_str(ds.second) + ";";
+  for (auto& [name, ds] : inputs) {
+    ValueKind kind = kind_of(name);
+    key += name + ":" + (kind == ValueKind::tensor ? "" : value_kind_name(kind)) + dtype_name(ds.first) +
+           shape_str(ds.second) + ";";
+  }
   auto it = prepared_.find(key);
   if (it != prepared_.end()) return it->second;
   check_input_shapes(inputs);
@@ -121,7 +148,8 @@ Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType,
   for (auto& [name, ds] : inputs) {
     ValueInfo v;
     v.dtype = ds.first;
-    v.shape = ds.second;
+    v.kind = kind_of(name);
+    if (v.kind == ValueKind::tensor) v.shape = ds.second;
     v.shape_known = true;
     in[name] = v;
   }
@@ -151,7 +179,10 @@ const Plan& Session::plan(const std::map<std::string, std::pair<DType, Shape>>& 
 
 TensorMap Session::run(const TensorMap& inputs) {
   check_inputs(inputs);
-  Prepared& p = prepare(signature_of(inputs));
+  std::map<std::string, ValueKind> kinds;
+  for (auto& [name, t] : inputs)
+    if (!t.is_tensor()) kinds[name] = t.kind();
+  Prepared& p = prepare(signature_of(inputs), kinds);
   if (!p.state_made) {
     p.state = executor_.prepare(p.inferred, *p.plan);
     p.state_made = true;

@@ -62,7 +62,9 @@ class Session {
     PreparedPlan state;  // made at the first run of the plan
     bool state_made = false;
   };
-  Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+  // `kinds`: inputs given as sequences or optionals (the others: as declared).
+  Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs,
+                    const std::map<std::string, ValueKind>& kinds = {});
   // Fails naming the node when no listed device (nor the host, for folding) runs its op.
   void check_supported();
   Backend& host() { return executor_.backend(Device{}); }

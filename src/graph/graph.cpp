@@ -60,14 +60,24 @@ std::string Node::label() const {
 
 std::string ValueDecl::describe() const {
   std::string s = dtype_name(dtype);
-  if (!has_shape) return s + "[?]";
-  s += "[";
-  for (size_t i = 0; i < dims.size(); i++) {
-    if (i) s += ",";
-    if (dims[i].value >= 0) s += std::to_string(dims[i].value);
-    else s += dims[i].param.empty() ? "?" : dims[i].param;
+  if (!has_shape) {
+    s += "[?]";
+  } else {
+    s += "[";
+    for (size_t i = 0; i < dims.size(); i++) {
+      if (i) s += ",";
+      if (dims[i].value >= 0) s += std::to_string(dims[i].value);
+      else s += dims[i].param.empty() ? "?" : dims[i].param;
+    }
+    s += "]";
   }
-  return s + "]";
+  switch (kind) {
+    case ValueKind::tensor: return s;
+    case ValueKind::sequence: return "sequence(" + s + ")";
+    case ValueKind::optional_tensor: return "optional(" + s + ")";
+    case ValueKind::optional_sequence: return "optional(sequence(" + s + "))";
+  }
+  return s;
 }
 
 int64_t Model::opset() const {

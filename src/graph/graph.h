@@ -14,8 +14,25 @@ namespace vlrt {
 
 struct Graph;
 
+// A dimension as declared in the model: a fixed size or a symbol such as "batch".
+struct Dim {
+  int64_t value = -1;  // -1 when symbolic or unknown
+  std::string param;   // symbol name, may be empty for an anonymous dynamic dim
+};
+
+// A graph input, output or annotated intermediate value as the model declares it. For a
+// sequence or an optional, dtype and dims are those of its tensors.
+struct ValueDecl {
+  std::string name;
+  DType dtype = DType::undefined;  // undefined: not declared, or a type vlrt does not take (maps, strings)
+  bool has_shape = false;
+  std::vector<Dim> dims;
+  ValueKind kind = ValueKind::tensor;
+  std::string describe() const;  // "float32[batch,3,224,224]", "sequence(float32[N])"
+};
+
 struct Attribute {
-  enum class Kind { undefined, f, i, s, t, floats, ints, strings, graph, graphs };
+  enum class Kind { undefined, f, i, s, t, floats, ints, strings, graph, graphs, type };
   Kind kind = Kind::undefined;
   float f = 0;
   int64_t i = 0;
@@ -26,6 +43,7 @@ struct Attribute {
   std::vector<std::string> strings;
   std::shared_ptr<Graph> graph;                // kind graph: a subgraph (If's branches, Loop's body)
   std::vector<std::shared_ptr<Graph>> graphs;  // kind graphs
+  ValueDecl type;                              // kind type: a type (Optional's element type), no name
 };
 
 struct Node {
@@ -50,21 +68,6 @@ struct Node {
   std::vector<std::pair<std::string, const Graph*>> subgraphs() const;
   // "node 'conv1' (Conv)" for messages.
   std::string label() const;
-};
-
-// A dimension as declared in the model: a fixed size or a symbol such as "batch".
-struct Dim {
-  int64_t value = -1;  // -1 when symbolic or unknown
-  std::string param;   // symbol name, may be empty for an anonymous dynamic dim
-};
-
-// A graph input, output or annotated intermediate value as the model declares it.
-struct ValueDecl {
-  std::string name;
-  DType dtype = DType::undefined;
-  bool has_shape = false;
-  std::vector<Dim> dims;
-  std::string describe() const;  // "float32[batch,3,224,224]"
 };
 
 struct Graph {

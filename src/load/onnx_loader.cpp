@@ -154,11 +154,23 @@ void parse_tensor_type(ProtoReader r, ValueDecl& v) {
   });
 }
 
-void parse_type(ProtoReader r, ValueDecl& v) {
+// A TypeProto: a tensor, a sequence of tensors, or an optional of either; anything else
+// (maps, sequences of sequences) leaves dtype undefined.
+void parse_type(ProtoReader r, ValueDecl& v, int depth = 0) {
   r.for_each_field([&](uint32_t field, W type) {
     if (field == 1) {
       parse_tensor_type(r.read_message(), v);
-    } else {  // sequence, map, optional: not tensors
+    } else if ((field == 4 || field == 9) && depth < 2) {  // sequence_type, optional_type: elem_type is field 1
+      ValueDecl element;
+      r.read_message().for_each_message(1, [&](ProtoReader t) { parse_type(t, element, depth + 1); });
+      v.dtype = element.dtype;
+      v.has_shape = element.has_shape;
+      v.dims = element.dims;
+      if (field == 4 && element.kind == ValueKind::tensor) v.kind = ValueKind::sequence;
+      else if (field == 9 && element.kind == ValueKind::tensor) v.kind = ValueKind::optional_tensor;
+      else if (field == 9 && element.kind == ValueKind::sequence) v.kind = ValueKind::optional_sequence;
+      else v.dtype = DType::undefined;
+    } else {
       r.skip(type);
       v.dtype = DType::undefined;
     }
@@ -198,6 +210,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
       case 7: r.read_repeated(type, [&](ProtoReader& s) { a.floats.push_back(s.read_float()); }); break;
       case 8: r.read_repeated(type, [&](ProtoReader& s) { a.ints.push_back(s.read_int64()); }); break;
       case 9: a.strings.push_back(r.read_string()); break;
+      case 14: parse_type(r.read_message(), a.type); break;
       case 20: declared = int32_t(r.read_varint()); break;
       default: r.skip(type);
     }
@@ -212,6 +225,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
     case 7: a.kind = Attribute::Kind::ints; break;
     case 8: a.kind = Attribute::Kind::strings; break;
     case 10: a.kind = Attribute::Kind::graphs; break;
+    case 13: a.kind = Attribute::Kind::type; break;
     default: a.kind = Attribute::Kind::undefined;
   }
   return a;
@@ -331,6 +345,54 @@ std::vector<std::string> external_data_files(const std::string& path) {
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir, std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   return parse_tensor(r, base_dir, name);
+}
+
+namespace {
+
+// A SequenceProto (kind sequence) or an OptionalProto (an optional kind) of tensors or,
+// for an optional, of a sequence. Fields: 1 name, 2 elem_type, 3 tensors, 5 sequences.
+Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const std::string& base_dir,
+                   std::string* out_name) {
+  std::string name;
+  std::vector<Tensor> tensors;
+  std::vector<Tensor> sequences;
+  int32_t elem_type = 0;
+  r.for_each_field([&](uint32_t field, W type) {
+    switch (field) {
+      case 1: name = r.read_string(); break;
+      case 2: elem_type = int32_t(r.read_varint()); break;
+      case 3: tensors.push_back(parse_tensor(r.read_message(), base_dir, nullptr)); break;
+      case 5:
+        sequences.push_back(parse_value(r.read_message(), ValueKind::sequence, element_type, base_dir, nullptr));
+        break;
+      case 4: case 6: case 7: unsupported("value '", name, "': sparse tensors, maps and nested optionals are not supported");
+      default: r.skip(type);
+    }
+  });
+  if (out_name) *out_name = name;
+  std::string label = cat("value '", name, "'");
+  if (kind == ValueKind::sequence) {
+    if (elem_type != 0 && elem_type != 1) unsupported(label, ": sequences of non-tensors are not supported");
+    if (!sequences.empty()) fail(label, ": a sequence of sequences where a sequence of tensors was expected");
+    DType dt = tensors.empty() ? element_type : tensors[0].dtype();
+    return Tensor::sequence(dt, std::move(tensors));
+  }
+  VLRT_CHECK(is_optional(kind), label, ": expected a tensor, a sequence or an optional");
+  ValueKind of = kind == ValueKind::optional_tensor ? ValueKind::tensor : ValueKind::sequence;
+  std::vector<Tensor>& held = of == ValueKind::tensor ? tensors : sequences;
+  if (tensors.size() + sequences.size() > held.size() || held.size() > 1)
+    fail(label, ": the optional holds something other than one ", value_kind_name(of));
+  if (held.empty()) return Tensor::empty_optional(of, element_type);
+  return Tensor::optional(std::move(held[0]));
+}
+
+}  // namespace
+
+Tensor parse_value_proto(const std::string& bytes, ValueKind kind, DType element_type, const std::string& base_dir,
+                         std::string* name) {
+  ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (kind == ValueKind::tensor) return parse_tensor(r, base_dir, name);
+  return parse_value(r, kind, element_type, base_dir, name);
 }
 
 Model load_onnx(const std::string& path) {

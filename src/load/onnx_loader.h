@@ -21,4 +21,10 @@ std::vector<std::string> external_data_files(const std::string& path);
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir = ".",
                           std::string* name = nullptr);
 
+// Decodes a serialized TensorProto (kind tensor), SequenceProto (kind sequence) or
+// OptionalProto (an optional kind) of the ONNX test suite. `element_type` is the tensors'
+// type when the value holds none (an empty sequence or optional).
+Tensor parse_value_proto(const std::string& bytes, ValueKind kind, DType element_type,
+                         const std::string& base_dir = ".", std::string* name = nullptr);
+
 }  // namespace vlrt

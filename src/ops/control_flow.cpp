@@ -1,4 +1,4 @@
-// If, Loop and Scan: output dtypes and shapes from their subgraphs. The executor runs
+// If, Loop, Scan and SequenceMap: output dtypes and shapes from their subgraphs. The executor runs
 // the subgraphs; shapes that depend on data (a Loop's trip count, an If on a runtime
 // condition whose branches differ) are deferred to execution.
 #include <unordered_map>
@@ -24,12 +24,7 @@ std::vector<ValueInfo> infer_subgraph(const Graph& g, const std::string& what, i
   if (formal.size() != g.inputs.size())
     fail(what, " has ", g.inputs.size(), " inputs, expected ", formal.size());
   std::unordered_map<std::string, ValueInfo> values;
-  for (auto& [name, t] : g.initializers) {
-    ValueInfo v = scalar_info(t.dtype());
-    v.shape = t.shape();
-    v.value = t;
-    values[name] = v;
-  }
+  for (auto& [name, t] : g.initializers) values[name] = known_info(t);
   for (size_t i = 0; i < formal.size(); i++) values[g.inputs[i].name] = formal[i];
   for (auto& node : g.nodes) {
     std::vector<const ValueInfo*> in(node.inputs.size(), nullptr);
@@ -58,7 +53,10 @@ std::vector<ValueInfo> infer_subgraph(const Graph& g, const std::string& what, i
     auto it = values.find(o.name);
     ValueInfo v = it == values.end() ? ValueInfo{} : it->second;
     v.value.reset();
-    if (v.dtype == DType::undefined) v.dtype = o.dtype;
+    if (v.dtype == DType::undefined) {
+      v.dtype = o.dtype;
+      v.kind = o.kind;
+    }
     if (!v.shape_known && o.has_shape) {
       bool fixed = true;
       for (auto& d : o.dims) fixed = fixed && d.value >= 0;
@@ -98,9 +96,11 @@ void infer_if(InferContext& ctx) {
   if (cond) chosen = cond->to_double_vector()[0] != 0 ? &then_out : &else_out;
   for (size_t i = 0; i < count; i++) {
     const ValueInfo& t = chosen ? (*chosen)[i] : then_out[i];
-    bool same = chosen || (else_out[i].shape_known && t.shape_known && t.shape == else_out[i].shape);
+    bool same = chosen || (else_out[i].shape_known && t.shape_known && t.shape == else_out[i].shape &&
+                           t.kind == else_out[i].kind);
     if (!t.shape_known || !same || t.dtype == DType::undefined) throw ShapeDeferred{};
     ctx.set_output(i, t.dtype, t.shape);
+    ctx.outputs[i].kind = t.kind;
   }
 }
 
@@ -120,8 +120,9 @@ void infer_loop(InferContext& ctx) {
          scans, " scan outputs");
   std::vector<ValueInfo> formal = {scalar_info(DType::i64), scalar_info(DType::boolean)};
   for (size_t i = 0; i < carried; i++) {
-    ValueInfo v = scalar_info(ctx.input_dtype(2 + i));
-    v.shape = ctx.input_shape(2 + i);
+    ValueInfo v = ctx.input_info(2 + i);
+    v.value.reset();
+    if (!v.shape_known) throw ShapeDeferred{};
     formal.push_back(v);
   }
   std::vector<ValueInfo> out = infer_subgraph(body, "body", ctx.opset, formal);
@@ -133,10 +134,12 @@ void infer_loop(InferContext& ctx) {
   }
   // The trip count is data; so are the scan outputs' lengths and any carried shape that changes.
   if (scans > 0) throw ShapeDeferred{};
+  // An optional carried value may leave the body as its element: its kind is then data too.
   for (size_t i = 0; i < carried; i++) {
     const ValueInfo& o = out[1 + i];
-    if (!o.shape_known || o.shape != formal[2 + i].shape) throw ShapeDeferred{};
+    if (!o.shape_known || o.shape != formal[2 + i].shape || o.kind != formal[2 + i].kind) throw ShapeDeferred{};
     ctx.set_output(i, formal[2 + i].dtype, o.shape);
+    ctx.outputs[i].kind = o.kind;
   }
 }
 
@@ -199,13 +202,41 @@ void infer_scan(InferContext& ctx) {
   }
 }
 
+// SequenceMap: the body runs once per element of the input sequence (and of any other
+// sequence input; tensor inputs are passed whole); each body output makes a sequence.
+void infer_sequence_map(InferContext& ctx) {
+  const Graph& body = ctx.node.attr_graph("body");
+  if (ctx.input_kind(0) != ValueKind::sequence)
+    fail("input 0 is a ", value_kind_name(ctx.input_kind(0)), ", expected a sequence");
+  if (body.inputs.size() != ctx.input_count())
+    fail("the body has ", body.inputs.size(), " inputs, expected ", ctx.input_count(), " (one per node input)");
+  if (body.outputs.size() != ctx.output_count())
+    fail("the body has ", body.outputs.size(), " outputs but the node has ", ctx.output_count());
+  std::vector<ValueInfo> formal;
+  for (size_t i = 0; i < ctx.input_count(); i++) {
+    ValueInfo v = ctx.input_info(i);
+    v.value.reset();
+    if (v.kind == ValueKind::sequence) v = ValueInfo{v.dtype, false, {}, std::nullopt};
+    else if (v.kind != ValueKind::tensor) fail("input ", i, " is a ", value_kind_name(v.kind), "; expected a sequence or a tensor");
+    formal.push_back(v);
+  }
+  std::vector<ValueInfo> out = infer_subgraph(body, "body", ctx.opset, formal);
+  for (size_t i = 0; i < out.size(); i++) {
+    if (out[i].kind != ValueKind::tensor) fail("body output ", i, " is a ", value_kind_name(out[i].kind), ", expected a tensor");
+    if (out[i].dtype == DType::undefined) throw ShapeDeferred{};
+    ctx.set_output_value(i, ValueKind::sequence, out[i].dtype);
+  }
+}
+
 }  // namespace
 
 void register_control_flow_schemas(SchemaTable& t) {
   t["If"] = {infer_if, 1, 1};
   t["Loop"] = {infer_loop, 2, -1};
   t["Scan"] = {infer_scan, 1, -1};
-  for (const char* op : {"If", "Loop", "Scan"}) t[op].control_flow = true;
+  t["SequenceMap"] = {infer_sequence_map, 1, -1};
+  for (const char* op : {"If", "Loop", "Scan", "SequenceMap"}) t[op].control_flow = true;
+  for (const char* op : {"If", "Loop", "SequenceMap"}) t[op].non_tensor_values = true;
 }
 
 }  // namespace vlrt

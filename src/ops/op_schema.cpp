@@ -12,6 +12,18 @@ const ValueInfo& InferContext::input(size_t i) const {
 
 DType InferContext::input_dtype(size_t i) const { return input(i).dtype; }
 
+ValueKind InferContext::input_kind(size_t i) const { return input(i).kind; }
+
+ValueInfo known_info(const Tensor& t) {
+  ValueInfo v;
+  v.dtype = t.dtype();
+  v.shape = t.shape();
+  v.shape_known = true;
+  v.kind = t.kind();
+  v.value = t;
+  return v;
+}
+
 const Shape& InferContext::input_shape(size_t i) const {
   const ValueInfo& v = input(i);
   if (!v.shape_known) throw ShapeDeferred{};
@@ -37,6 +49,11 @@ void InferContext::set_output(size_t i, DType dtype, Shape shape) {
   outputs[i].shape_known = true;
 }
 
+void InferContext::set_output_value(size_t i, ValueKind kind, DType dtype) {
+  set_output(i, dtype, {});
+  outputs[i].kind = kind;
+}
+
 const SchemaTable& op_schemas() {
   static const SchemaTable table = [] {
     SchemaTable t;
@@ -54,6 +71,8 @@ const SchemaTable& op_schemas() {
     register_signal_schemas(t);
     register_quantization_schemas(t);
     register_quantization_contrib_schemas(t);
+    register_sequence_schemas(t);
+    register_tfidf_schemas(t);
     return t;
   }();
   return table;
@@ -96,6 +115,11 @@ std::vector<ValueInfo> infer_node(const Node& node, int64_t opset, const std::ve
   if (given < schema->min_inputs || (schema->max_inputs >= 0 && given > schema->max_inputs))
     fail(node.label(), ": has ", given, " inputs, the op takes ", schema->min_inputs, " to ",
          schema->max_inputs < 0 ? std::string("any number") : std::to_string(schema->max_inputs));
+  if (!schema->non_tensor_values)
+    for (size_t i = 0; i < inputs.size(); i++)
+      if (inputs[i] && inputs[i]->kind != ValueKind::tensor)
+        fail(node.label(), ": input '", node.inputs[i], "' is a ", value_kind_name(inputs[i]->kind), "; ",
+             node.op_type, " takes tensors only");
   InferContext ctx(node, opset, inputs);
   try {
     schema->infer(ctx);

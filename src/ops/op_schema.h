@@ -14,7 +14,8 @@
 
 namespace vlrt {
 
-// What is known about a value before it is computed.
+// What is known about a value before it is computed. A sequence or an optional has
+// no shape of its own: its dtype is its tensors' type, its shape is known and empty.
 struct ValueInfo {
   DType dtype = DType::undefined;
   bool shape_known = false;
@@ -22,7 +23,11 @@ struct ValueInfo {
   // Known contents, on the host: initializers, folded constants, or the real value
   // at execution time.
   std::optional<Tensor> value;
+  ValueKind kind = ValueKind::tensor;
 };
+
+// All that is known of a computed value: its kind, dtype, shape and the value itself.
+ValueInfo known_info(const Tensor& t);
 
 // Thrown by an infer function that needs a value or shape not known yet (e.g. the
 // output shape of NonZero, or Reshape whose target shape depends on data). The
@@ -41,6 +46,9 @@ class InferContext {
   size_t input_count() const { return inputs_.size(); }
   bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
   DType input_dtype(size_t i) const;
+  ValueKind input_kind(size_t i) const;
+  // All that is known of an input (fails when it is omitted).
+  const ValueInfo& input_info(size_t i) const { return input(i); }
   // Throws ShapeDeferred if not known yet.
   const Shape& input_shape(size_t i) const;
   // The input's contents; throws ShapeDeferred when not known before execution.
@@ -50,6 +58,8 @@ class InferContext {
 
   size_t output_count() const { return outputs.size(); }
   void set_output(size_t i, DType dtype, Shape shape);
+  // A sequence or an optional output of tensors of `dtype`.
+  void set_output_value(size_t i, ValueKind kind, DType dtype);
 
   std::vector<ValueInfo> outputs;
 
@@ -75,6 +85,9 @@ struct OpSchema {
   bool data_dependent_shape = false;
   // Runs subgraphs (If, Loop, Scan): the executor runs it on the host, no backend kernel.
   bool control_flow = false;
+  // Takes or makes sequences and optionals (the sequence and optional ops, Identity, If,
+  // Loop); every other op is refused such inputs. Nodes that touch them run on the host.
+  bool non_tensor_values = false;
 };
 
 // Keyed by op_key(): the op's name in the default ONNX domain ("Conv"), "domain.Name"
@@ -111,5 +124,7 @@ void register_contrib_schemas(SchemaTable& t);
 void register_signal_schemas(SchemaTable& t);
 void register_quantization_schemas(SchemaTable& t);
 void register_quantization_contrib_schemas(SchemaTable& t);
+void register_sequence_schemas(SchemaTable& t);
+void register_tfidf_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -143,7 +143,10 @@ void infer_unsqueeze(InferContext& ctx) {
   set_like_input(ctx, out);
 }
 
-void infer_identity(InferContext& ctx) { set_like_input(ctx, ctx.input_shape(0)); }
+void infer_identity(InferContext& ctx) {
+  set_like_input(ctx, ctx.input_shape(0));
+  ctx.outputs[0].kind = ctx.input_kind(0);
+}
 
 void infer_dropout(InferContext& ctx) {
   // Training mode drops at random unless the ratio is 0; its value is needed (deferring until execution when
@@ -577,6 +580,7 @@ void register_tensor_schemas(SchemaTable& t) {
   t["Squeeze"] = {infer_squeeze, 1, 2, 0};
   t["Unsqueeze"] = {infer_unsqueeze, 1, 2, 0};
   t["Identity"] = {infer_identity, 1, 1, 0};
+  t["Identity"].non_tensor_values = true;
   t["Dropout"] = {infer_dropout, 1, 3, 0};
   t["Transpose"] = {infer_transpose, 1, 1};
   t["Concat"] = {infer_concat, 1, -1};

@@ -316,10 +316,71 @@ void check_scatter_reduction(Rewrite& r, Node& n) {
          " (none; add and mul since 16; max and min since 18)");
 }
 
-// Scan-8 (a batch axis, sequence_lens, no axes) is another op than Scan-9.
-void check_scan(Rewrite& r, Node& n) {
-  if (r.opset < 9)
-    unsupported(n.label(), ": Scan before opset 9 (batch axis and sequence_lens) is not supported; export with opset 9 or later");
+// Scan-8 has a batch axis first in every input and output, sequence_lens first among its
+// inputs and `directions` for its scan inputs. Without sequence_lens it is a Loop over the
+// batch whose body takes entry i of every input and runs a Scan-9 on it; the Loop stacks
+// each entry's results along a new axis 0, the batch axis.
+void rewrite_scan(Rewrite& r, Node& n) {
+  if (r.opset >= 9) return;
+  if (n.inputs.size() < 2) fail(n.label(), ": Scan before opset 9 takes sequence_lens, then states and scan inputs");
+  if (!n.inputs[0].empty())
+    unsupported(n.label(), ": Scan before opset 9 with sequence_lens (per-batch lengths) is not supported; export "
+                "with opset 9 or later");
+  std::vector<std::string> inputs(n.inputs.begin() + 1, n.inputs.end());
+  Node scan = n;
+  scan.name = r.fresh(n, "entry_scan");
+  auto dirs = scan.attrs.find("directions");
+  if (dirs != scan.attrs.end()) {
+    scan.attrs["scan_input_directions"] = dirs->second;
+    scan.attrs.erase(dirs);
+  }
+  auto body = std::make_shared<Graph>();
+  body->inputs = {ValueDecl{r.fresh(n, "entry"), DType::i64, true, {}}, ValueDecl{r.fresh(n, "cond"), DType::boolean, true, {}}};
+  scan.inputs.clear();
+  for (auto& in : inputs) {
+    Node take;
+    take.name = r.fresh(n, "take");
+    take.op_type = "Gather";
+    take.inputs = {in, body->inputs[0].name};
+    take.outputs = {r.fresh(n, "entry_of_" + in)};
+    body->nodes.push_back(take);
+    scan.inputs.push_back(take.outputs[0]);
+  }
+  Node cond;
+  cond.name = r.fresh(n, "keep_going");
+  cond.op_type = "Identity";
+  cond.inputs = {body->inputs[1].name};
+  cond.outputs = {r.fresh(n, "cond_out")};
+  body->outputs.push_back(ValueDecl{cond.outputs[0], DType::boolean, true, {}});
+  for (auto& out : scan.outputs) {
+    out = r.fresh(n, "entry_" + out);
+    body->outputs.push_back(ValueDecl{out, DType::undefined, false, {}});
+  }
+  body->nodes.push_back(cond);
+  body->nodes.push_back(std::move(scan));
+  // The trip count: the batch size, axis 0 of the first input.
+  Node shape;
+  shape.name = r.fresh(n, "shape");
+  shape.op_type = "Shape";
+  shape.inputs = {inputs[0]};
+  shape.outputs = {r.fresh(n, "shape")};
+  std::string zero = r.fresh(n, "zero");
+  r.g.initializers[zero] = Tensor::scalar<int64_t>(0);
+  Node batch;
+  batch.name = r.fresh(n, "batch");
+  batch.op_type = "Gather";
+  batch.inputs = {shape.outputs[0], zero};
+  batch.outputs = {r.fresh(n, "batch")};
+  r.before.push_back(std::move(shape));
+  r.before.push_back(batch);
+  n.op_type = "Loop";
+  n.inputs = {batch.outputs[0], ""};
+  n.attrs.clear();
+  Attribute a;
+  a.kind = Attribute::Kind::graph;
+  a.graph = std::move(body);
+  n.attrs["body"] = std::move(a);
+  r.changed = true;
 }
 
 using RewriteFn = std::function<void(Rewrite&, Node&)>;
@@ -345,7 +406,7 @@ const std::unordered_map<std::string, RewriteFn>& rewrites() {
         {"RoiAlign", rewrite_roi_align},
         {"ScatterElements", check_scatter_reduction},
         {"ScatterND", check_scatter_reduction},
-        {"Scan", check_scan},
+        {"Scan", rewrite_scan},
     };
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})

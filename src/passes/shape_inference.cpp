@@ -7,15 +7,6 @@ namespace vlrt {
 
 namespace {
 
-ValueInfo known_value(const Tensor& t) {
-  ValueInfo v;
-  v.dtype = t.dtype();
-  v.shape = t.shape();
-  v.shape_known = true;
-  v.value = t;
-  return v;
-}
-
 bool computable(Backend& host, const Node& node) { return host.supports(node, {}, nullptr); }
 
 }  // namespace
@@ -25,7 +16,7 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
   const Graph& g = model.graph;
   InferredGraph out;
   out.folded.assign(g.nodes.size(), false);
-  for (auto& [name, t] : g.initializers) out.values[name] = known_value(t);
+  for (auto& [name, t] : g.initializers) out.values[name] = known_info(t);
   for (auto& [name, v] : inputs) out.values[name] = v;
   int64_t opset = model.opset();
 
@@ -61,7 +52,7 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
     if (fold) {
       std::vector<Tensor> results = run_node(host, node, opset, in_values);
       for (size_t i = 0; i < results.size(); i++)
-        if (!node.outputs[i].empty()) infos[i] = known_value(results[i]);
+        if (!node.outputs[i].empty()) infos[i] = known_info(results[i]);
       out.folded[ni] = true;
     }
     // Outputs known from shapes alone (Shape, Size) need no kernel and no copy of the input.

@@ -40,7 +40,8 @@ class Builder {
       auto it = inferred_.values.find(v);
       if (it != inferred_.values.end()) {
         s.dtype = it->second.dtype;
-        s.dynamic = !it->second.shape_known;
+        // Sequences and optionals are host values their kernel makes: never in an arena.
+        s.dynamic = !it->second.shape_known || it->second.kind != ValueKind::tensor;
         if (!s.dynamic) s.shape = it->second.shape;
       }
       s.bytes = s.dynamic ? 0 : size_t(shape_numel(s.shape)) * dtype_size(s.dtype);
@@ -115,6 +116,11 @@ class Builder {
   bool shape_known(const std::string& v) const {
     auto it = inferred_.values.find(v);
     return it != inferred_.values.end() && it->second.shape_known;
+  }
+
+  bool is_tensor(const std::string& v) const {
+    auto it = inferred_.values.find(v);
+    return it == inferred_.values.end() || it->second.kind == ValueKind::tensor;
   }
 
  private:
@@ -382,11 +388,15 @@ std::vector<Candidates> candidate_devices(const Model& model, const InferredGrap
     }
     for (auto& out : node.outputs)
       if (!out.empty() && !b.shape_known(out)) dynamic = true;
-    if (schema && schema->control_flow) {
+    bool host_values = false;
+    for (auto* names : {&node.inputs, &node.outputs})
+      for (auto& v : *names) host_values = host_values || (!v.empty() && !b.is_tensor(v));
+    if ((schema && schema->control_flow) || host_values) {
       for (size_t d = 0; d < options.devices.size(); d++)
         if (options.devices[d] == kHost) c[i].able.push_back(d);
       if (c[i].able.empty()) c[i].able.push_back(kAnyHost);
-      c[i].first_reason = cat(node.op_type, " runs its subgraphs on the host");
+      c[i].first_reason = host_values ? cat(node.op_type, " reads or makes a sequence or an optional, host values")
+                                      : cat(node.op_type, " runs its subgraphs on the host");
       continue;
     }
     std::string all_reasons;

@@ -30,6 +30,8 @@ const CpuKernelTable& cpu_kernels() {
     register_signal_kernels(t);
     register_quantization_kernels(t);
     register_quantization_contrib_kernels(t);
+    register_sequence_kernels(t);
+    register_tfidf_kernels(t);
     return t;
   }();
   return table;

@@ -64,5 +64,7 @@ void register_contrib_kernels(CpuKernelTable& t);
 void register_signal_kernels(CpuKernelTable& t);
 void register_quantization_kernels(CpuKernelTable& t);
 void register_quantization_contrib_kernels(CpuKernelTable& t);
+void register_sequence_kernels(CpuKernelTable& t);
+void register_tfidf_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt
