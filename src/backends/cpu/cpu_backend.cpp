@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 
 namespace vlrt {
@@ -33,6 +34,7 @@ int count_cpus(std::string*) { return 1; }
 // cpu:N (N >= 1) is a simulated second CPU device with its own memory, for trying
 // placements, splits and transfers on a machine with one CPU.
 std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config) {
+  cpu_isa();  // a bad VLRT_CPU_ISA fails here, before any kernel runs
   return std::make_shared<CpuBackend>(index, config.threads);
 }
 

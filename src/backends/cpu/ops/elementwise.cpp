@@ -2,6 +2,8 @@
 // shapes and scalar operands run as one flat row; anything else is collapsed to the
 // fewest axes and walked as rows along the innermost one, so a bias [C] against
 // [N,L,C] becomes N*L contiguous rows of C. Large tensors are split across ctx.pool.
+// float32 rows of the hot ops run the vector loops of the CPU's instruction set
+// (row_kernels.h); the scalar forms here are the plain level and the reference.
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
@@ -151,41 +154,15 @@ class Broadcast {
   std::array<std::vector<int64_t>, K> strides_;
 };
 
-// o[i] = op(a, b) over n elements with 4-wide (float) or 2-wide (double) vectors; kMode
-// 0: both operands contiguous, 1: a is one value, 2: b is one value. Returns how many
-// elements it did.
-template <int kMode, class T, class Op>
-int64_t simd_row(const T* a, const T* b, T* o, int64_t n, const Op& op) {
-  typedef T V __attribute__((vector_size(16)));
-  constexpr int64_t W = sizeof(V) / sizeof(T);
-  if (n < W) return 0;
-  V va, vb;
-  for (int64_t k = 0; k < W; k++) {
-    va[k] = a[0];
-    vb[k] = b[0];
-  }
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    if constexpr (kMode != 1) std::memcpy(&va, a + i, sizeof(V));
-    if constexpr (kMode != 2) std::memcpy(&vb, b + i, sizeof(V));
-    V r = op(va, vb);
-    std::memcpy(o + i, &r, sizeof(V));
-  }
-  return i;
-}
-
 // o[i] = op(a[i * sa], b[i * sb]) for i < n.
 template <class A, class B, class R, class Op>
 void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, R* o, int64_t n, const Op& op) {
-  int64_t i = 0;
-  if constexpr (Op::kSimd && std::is_floating_point_v<A> && std::is_same_v<A, B> && std::is_same_v<A, R>) {
-    if (sa == 1 && sb == 1)
-      i = simd_row<0>(a, b, o, n, op);
-    else if (sa == 0 && sb == 1)
-      i = simd_row<1>(a, b, o, n, op);
-    else if (sa == 1 && sb == 0)
-      i = simd_row<2>(a, b, o, n, op);
+  if constexpr (Op::kF32 != BinaryF32::none && std::is_same_v<A, float> && std::is_same_v<B, float> &&
+                std::is_same_v<R, float>) {
+    const RowKernelsF32* vec = row_kernels_f32();
+    if (vec && sa <= 1 && sb <= 1) return vec->binary(Op::kF32, a, sa, b, sb, o, n);
   }
+  int64_t i = 0;
   if (sa == 1 && sb == 1) {
     for (; i < n; i++) o[i] = op(a[i], b[i]);
   } else if (sa == 0 && sb == 1) {
@@ -257,112 +234,25 @@ void unary_numeric(KernelContext& ctx, const F& f) {
                    [&]<class T>() { unary_map<T, T>(ctx.pool, ctx.input(0), ctx.output(0), f, kGrain); });
 }
 
-// float32 math on 4-lane vectors (GCC/Clang vector extensions, plain SSE2 on x86), for
-// the transcendental ops transformers run on large tensors. libm is 3-10x slower there.
-// Errors against libm: exp, sigmoid, tanh about 1e-7 relative; erf 5e-7.
-typedef float f32x4 __attribute__((vector_size(16)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
-typedef uint32_t u32x4 __attribute__((vector_size(16)));
-
-constexpr f32x4 splat(float v) { return f32x4{v, v, v, v}; }
-// Lanes of mask are all ones or all zeros, as vector comparisons produce them.
-inline f32x4 select(i32x4 mask, f32x4 a, f32x4 b) { return (f32x4)((mask & (i32x4)a) | (~mask & (i32x4)b)); }
-// Comparisons are false for NaN, so NaN passes through.
-inline f32x4 clamp(f32x4 x, float lo, float hi) {
-  x = select(x < splat(lo), splat(lo), x);
-  return select(x > splat(hi), splat(hi), x);
+// Runs a float32 op on the vector row loops; false where the input is not float32 or
+// the level is plain, and the caller runs its scalar form.
+bool unary_f32_rows(KernelContext& ctx, UnaryF32 op, UnaryParams p = {}) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  if (!vec || ctx.input(0).dtype() != DType::f32) return false;
+  const float* px = ctx.input(0).data<float>();
+  float* py = ctx.output(0).data<float>();
+  const bool cheap = op == UnaryF32::relu || op == UnaryF32::leaky_relu || op == UnaryF32::clip ||
+                     op == UnaryF32::hard_sigmoid || op == UnaryF32::hard_swish;
+  ctx.pool.parallel_for(
+      ctx.input(0).numel(), [&](int64_t lo, int64_t hi) { vec->unary(op, p, px + lo, py + lo, hi - lo); },
+      cheap ? kGrain : kGrainMath);
+  return true;
 }
 
-// Cephes' expf polynomial; 2^n is applied in two halves so that results near the
-// overflow and denormal limits still come out right.
-inline f32x4 exp_f32x4(f32x4 x) {
-  x = clamp(x, -104.f, 89.f);
-  const f32x4 magic = splat(12582912.f);  // 1.5 * 2^23: adding it rounds to an integer
-  f32x4 n = (x * splat(1.44269504f) + magic) - magic;
-  f32x4 r = x - n * splat(0.693359375f);
-  r = r - n * splat(-2.12194440e-4f);
-  f32x4 p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  f32x4 y = p * (r * r) + r + splat(1.f);
-  i32x4 e = __builtin_convertvector(n, i32x4);
-  i32x4 e1 = e >> 1, e2 = e - e1;
-  f32x4 s1 = (f32x4)((u32x4)(e1 + 127) << 23), s2 = (f32x4)((u32x4)(e2 + 127) << 23);
-  return y * s1 * s2;
-}
-
-inline f32x4 sigmoid_f32x4(f32x4 x) { return splat(1.f) / (splat(1.f) + exp_f32x4(-x)); }
-
-// Cephes' tanhf: an odd polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above.
-inline f32x4 tanh_f32x4(f32x4 x) {
-  const i32x4 sign = (i32x4)x & int32_t(0x80000000);
-  f32x4 ax = (f32x4)((i32x4)x & 0x7fffffff);
-  f32x4 big = splat(1.f) - splat(2.f) / (exp_f32x4(ax + ax) + splat(1.f));
-  big = (f32x4)((i32x4)big | sign);
-  f32x4 z = x * x;
-  f32x4 p = splat(-5.70498872745e-3f);
-  p = p * z + splat(2.06390887954e-2f);
-  p = p * z + splat(-5.37397155531e-2f);
-  p = p * z + splat(1.33314422036e-1f);
-  p = p * z + splat(-3.33332819422e-1f);
-  f32x4 small = x + x * z * p;
-  return select(ax < splat(0.625f), small, big);
-}
-
-// Eigen's rational approximation; erf is +-1 in float32 beyond |x| = 4.
-inline f32x4 erf_f32x4(f32x4 x) {
-  x = clamp(x, -4.f, 4.f);
-  f32x4 x2 = x * x;
-  f32x4 p = splat(-2.72614225801306e-10f);
-  p = p * x2 + splat(2.77068142495902e-08f);
-  p = p * x2 + splat(-2.10102402082508e-06f);
-  p = p * x2 + splat(-5.69250639462346e-05f);
-  p = p * x2 + splat(-7.34990630326855e-04f);
-  p = p * x2 + splat(-2.95459980854025e-03f);
-  p = p * x2 + splat(-1.60960333262415e-02f);
-  f32x4 q = splat(-1.45660718464996e-05f);
-  q = q * x2 + splat(-2.13374055278905e-04f);
-  q = q * x2 + splat(-1.68282697438203e-03f);
-  q = q * x2 + splat(-7.37332916720468e-03f);
-  q = q * x2 + splat(-1.42647390514189e-02f);
-  return x * p / q;
-}
-
-// y = vf(x) over float32 tensors; vf must be a lambda to be inlined. The tail is padded
-// into one more vector so every element goes through the same code whatever its position.
-template <class VF>
-void map_f32x4(ThreadPool& pool, const Tensor& x, Tensor& y, const VF& vf) {
-  const float* px = x.data<float>();
-  float* py = y.data<float>();
-  pool.parallel_for(
-      x.numel(),
-      [&](int64_t lo, int64_t hi) {
-        int64_t i = lo;
-        for (; i + 4 <= hi; i += 4) {
-          f32x4 v;
-          std::memcpy(&v, px + i, sizeof(v));
-          v = vf(v);
-          std::memcpy(py + i, &v, sizeof(v));
-        }
-        if (i < hi) {
-          f32x4 v = splat(0.f);
-          std::memcpy(&v, px + i, size_t(hi - i) * sizeof(float));
-          v = vf(v);
-          std::memcpy(py + i, &v, size_t(hi - i) * sizeof(float));
-        }
-      },
-      kGrainMath);
-}
-
-// A unary op with a float32 vector form vf (a lambda, so that it inlines); float64 uses
-// the scalar form f.
-template <class VF, class F>
-void unary_math(KernelContext& ctx, const VF& vf, const F& f) {
-  if (ctx.input(0).dtype() == DType::f32) return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), vf);
-  unary_float(ctx, f);
+// A float op with a vector form: float32 runs it on the row loops, the rest the scalar f.
+template <class F>
+void unary_math(KernelContext& ctx, UnaryF32 op, const F& f) {
+  if (!unary_f32_rows(ctx, op)) unary_float(ctx, f);
 }
 
 template <class T>
@@ -401,8 +291,7 @@ void k_not(KernelContext& ctx) {
 }
 
 void k_erf(KernelContext& ctx) {
-  if (ctx.input(0).dtype() == DType::f32)
-    return map_f32x4(ctx.pool, ctx.input(0), ctx.output(0), [](f32x4 v) { return erf_f32x4(v); });
+  if (unary_f32_rows(ctx, UnaryF32::erf)) return;
   // Integer inputs are allowed by the spec: compute in double, convert back.
   dispatch_numeric(ctx.input(0).dtype(), [&]<class T>() {
     unary_map<T, T>(
@@ -411,26 +300,20 @@ void k_erf(KernelContext& ctx) {
 }
 
 void k_gelu(KernelContext& ctx) {
-  constexpr double kSqrt2OverPi = 0.7978845608028654, kCubic = 0.044715;
   if (ctx.node.attr_string("approximate", "none") == "tanh") {
-    unary_math(
-        ctx,
-        [](f32x4 x) {
-          f32x4 inner = splat(float(kSqrt2OverPi)) * (x + splat(float(kCubic)) * x * x * x);
-          return splat(0.5f) * x * (splat(1.f) + tanh_f32x4(inner));
-        },
-        []<class T>(T x) -> T {
-          return T(0.5) * x * (T(1) + std::tanh(T(kSqrt2OverPi) * (x + T(kCubic) * x * x * x)));
-        });
+    unary_math(ctx, UnaryF32::gelu_tanh, []<class T>(T x) -> T {
+      constexpr T kSqrt2OverPi = T(0.7978845608028654), kCubic = T(0.044715);
+      return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+    });
   } else {
-    unary_math(
-        ctx, [](f32x4 x) { return splat(0.5f) * x * (splat(1.f) + erf_f32x4(x * splat(float(M_SQRT1_2)))); },
-        []<class T>(T x) -> T { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); });
+    unary_math(ctx, UnaryF32::gelu,
+               []<class T>(T x) -> T { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); });
   }
 }
 
 void k_leaky_relu(KernelContext& ctx) {
   const float alpha = ctx.node.attr_float("alpha", 0.01f);
+  if (unary_f32_rows(ctx, UnaryF32::leaky_relu, {alpha})) return;
   unary_float(ctx, [=]<class T>(T x) -> T { return x < 0 ? T(alpha) * x : x; });
 }
 
@@ -458,6 +341,7 @@ T clamp01(T v) {
 
 void k_hard_sigmoid(KernelContext& ctx) {
   const float alpha = ctx.node.attr_float("alpha", 0.2f), beta = ctx.node.attr_float("beta", 0.5f);
+  if (unary_f32_rows(ctx, UnaryF32::hard_sigmoid, {alpha, beta})) return;
   unary_float(ctx, [=]<class T>(T x) -> T { return clamp01(T(alpha) * x + T(beta)); });
 }
 
@@ -489,6 +373,8 @@ void k_clip(KernelContext& ctx) {
     if (ctx.has_input(1)) lo = ctx.input(1).data<T>()[0];
     if (ctx.has_input(2)) hi = ctx.input(2).data<T>()[0];
     // min(max(x, lo), hi) as NumPy's clip: hi wins when lo > hi, NaN passes through.
+    if constexpr (std::is_same_v<T, float>)
+      if (unary_f32_rows(ctx, UnaryF32::clip, {lo, hi})) return;
     unary_map<T, T>(
         ctx.pool, ctx.input(0), ctx.output(0),
         [=](T x) {
@@ -500,10 +386,10 @@ void k_clip(KernelContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------
-// Binary ops. kSimd: the operator also works on GCC vector types (float ops only).
+// Binary ops. kF32: the operator's float32 row loop, if it has one.
 
 struct AddOp {
-  static constexpr bool kSimd = true;
+  static constexpr BinaryF32 kF32 = BinaryF32::add;
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -515,7 +401,7 @@ struct AddOp {
 };
 
 struct SubOp {
-  static constexpr bool kSimd = true;
+  static constexpr BinaryF32 kF32 = BinaryF32::sub;
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -527,7 +413,7 @@ struct SubOp {
 };
 
 struct MulOp {
-  static constexpr bool kSimd = true;
+  static constexpr BinaryF32 kF32 = BinaryF32::mul;
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
@@ -540,7 +426,7 @@ struct MulOp {
 
 // Integer division truncates toward zero; the kernel rejects zero divisors beforehand.
 struct DivOp {
-  static constexpr bool kSimd = true;
+  static constexpr BinaryF32 kF32 = BinaryF32::div;
   template <class T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
@@ -553,7 +439,7 @@ struct DivOp {
 
 // Max/Min propagate NaN like NumPy's maximum/minimum.
 struct MaxOp {
-  static constexpr bool kSimd = false;
+  static constexpr BinaryF32 kF32 = BinaryF32::none;
   template <class T>
   T operator()(T a, T b) const {
     return (a > b || is_nan(a)) ? a : b;
@@ -561,7 +447,7 @@ struct MaxOp {
 };
 
 struct MinOp {
-  static constexpr bool kSimd = false;
+  static constexpr BinaryF32 kF32 = BinaryF32::none;
   template <class T>
   T operator()(T a, T b) const {
     return (a < b || is_nan(a)) ? a : b;
@@ -571,7 +457,7 @@ struct MinOp {
 // Wraps a lambda as a binary operator without a vector form.
 template <class F>
 struct Scalar {
-  static constexpr bool kSimd = false;
+  static constexpr BinaryF32 kF32 = BinaryF32::none;
   F f;
   template <class A, class B>
   auto operator()(A a, B b) const {
@@ -853,6 +739,7 @@ void register_elementwise_kernels(CpuKernelTable& t) {
     unary_numeric(c, []<class T>(T x) -> T { return x > T(0) ? T(1) : is_negative(x) ? T(-1) : x; });
   }};
   t["Relu"] = {[](KernelContext& c) {
+    if (unary_f32_rows(c, UnaryF32::relu)) return;
     unary_numeric(c, []<class T>(T x) -> T { return is_negative(x) ? T(0) : x; });
   }};
   t["Reciprocal"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return T(1) / x; }); }};
@@ -862,19 +749,15 @@ void register_elementwise_kernels(CpuKernelTable& t) {
   t["Round"] = {
       [](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::nearbyint(x); }); }};
   t["Sqrt"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sqrt(x); }); }};
-  t["Exp"] = {[](KernelContext& c) {
-    unary_math(
-        c, [](f32x4 v) { return exp_f32x4(v); }, []<class T>(T x) -> T { return std::exp(x); });
-  }};
+  t["Exp"] = {
+      [](KernelContext& c) { unary_math(c, UnaryF32::exp, []<class T>(T x) -> T { return std::exp(x); }); }};
   t["Log"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::log(x); }); }};
   t["Erf"] = {k_erf};
   t["Tanh"] = {[](KernelContext& c) {
-    unary_math(
-        c, [](f32x4 v) { return tanh_f32x4(v); }, []<class T>(T x) -> T { return std::tanh(x); });
+    unary_math(c, UnaryF32::tanh, []<class T>(T x) -> T { return std::tanh(x); });
   }};
   t["Sigmoid"] = {[](KernelContext& c) {
-    unary_math(
-        c, [](f32x4 v) { return sigmoid_f32x4(v); }, []<class T>(T x) -> T { return sigmoid(x); });
+    unary_math(c, UnaryF32::sigmoid, []<class T>(T x) -> T { return sigmoid(x); });
   }};
   t["Sin"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::sin(x); }); }};
   t["Cos"] = {[](KernelContext& c) { unary_float(c, []<class T>(T x) -> T { return std::cos(x); }); }};
@@ -901,6 +784,7 @@ void register_elementwise_kernels(CpuKernelTable& t) {
   t["Celu"] = {k_celu};
   t["HardSigmoid"] = {k_hard_sigmoid};
   t["HardSwish"] = {[](KernelContext& c) {
+    if (unary_f32_rows(c, UnaryF32::hard_swish)) return;
     unary_float(c, []<class T>(T x) -> T { return x * clamp01(x / T(6) + T(0.5)); });
   }};
   t["Gelu"] = {k_gelu};

@@ -1,13 +1,14 @@
 // Normalization and softmax kernels. Statistics are accumulated in double; float32 rows
-// (the transformer hot path: LayerNormalization, Softmax over the last axis) use
-// 8-wide vector code and a polynomial exp.
+// (the transformer hot path: LayerNormalization, Softmax over the last axis) run the
+// vector loops of the CPU's instruction set (row_kernels.h) with a polynomial exp; the
+// templates are the plain level.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "backends/cpu/kernel.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
@@ -15,61 +16,13 @@ namespace vlrt {
 
 namespace {
 
-// ---- Row helpers: plain templates, with 8-wide vector versions for float32 ----------
-
-using namespace simd;
-
-// exp(x) for x <= 0 (callers subtract the maximum first), within 1.1 ulp; results below
-// FLT_MIN flush to 0 and NaN propagates. Cephes' range reduction and polynomial.
-ALWAYS_INLINE v8f exp8(v8f x) {
-  const v8f lo = splat(-87.3365f);
-  v8f xc = x < lo ? lo : x;
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-  v8f n = (xc * 1.44269504088896341f + magic) - magic;
-  v8f r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  v8f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  v8i bits = (__builtin_convertvector(n, v8i) + 127) << 23;
-  v8f scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return x < lo ? v8f{} : p * scale;
-}
+// ---- Row helpers: plain templates; float32 overloads run the row loops --------------
 
 template <class T>
 T max_of(const T* x, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
   return m;
-}
-
-float max_of(const float* x, int64_t n) {
-  // Four independent maxima hide the compare latency.
-  v8f m0 = splat(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    v8f v0 = load<v8f>(x + i), v1 = load<v8f>(x + i + 8), v2 = load<v8f>(x + i + 16),
-        v3 = load<v8f>(x + i + 24);
-    m0 = v0 > m0 ? v0 : m0;
-    m1 = v1 > m1 ? v1 : m1;
-    m2 = v2 > m2 ? v2 : m2;
-    m3 = v3 > m3 ? v3 : m3;
-  }
-  for (; i + 8 <= n; i += 8) {
-    v8f v = load<v8f>(x + i);
-    m0 = v > m0 ? v : m0;
-  }
-  m0 = m1 > m0 ? m1 : m0;
-  m2 = m3 > m2 ? m3 : m2;
-  v8f m = m2 > m0 ? m2 : m0;
-  float r = m[0];
-  for (int k = 1; k < 8; k++) r = m[k] > r ? m[k] : r;
-  for (; i < n; i++) r = x[i] > r ? x[i] : r;
-  return r;
 }
 
 // y = exp(x - shift); returns the sum of y.
@@ -80,45 +33,10 @@ double exp_shifted(const T* x, T shift, T* y, int64_t n) {
   return s;
 }
 
-double exp_shifted(const float* x, float shift, float* y, int64_t n) {
-  // The terms are positive, so float partial sums over short blocks lose nothing that
-  // matters; the blocks are added in double.
-  double s = 0;
-  int64_t i = 0;
-  while (i + 8 <= n) {
-    v8f acc{};
-    for (int64_t end = std::min(n, i + 256); i + 8 <= end; i += 8) {
-      v8f e = exp8(load<v8f>(x + i) - shift);
-      store(y + i, e);
-      acc += e;
-    }
-    s += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  }
-  if (i < n) {
-    float buf[8] = {};
-    std::memcpy(buf, x + i, size_t(n - i) * sizeof(float));
-    v8f e = exp8(load<v8f>(buf) - shift);
-    for (int64_t k = 0; k < n - i; k++) s += (y[i + k] = e[k]);
-  }
-  return s;
-}
-
 template <class T>
 double sum_of(const T* x, int64_t n) {
   double s = 0;
   for (int64_t i = 0; i < n; i++) s += x[i];
-  return s;
-}
-
-double sum_of(const float* x, int64_t n) {
-  v4d a0{}, a1{};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    a0 += widen(load<v4f>(x + i));
-    a1 += widen(load<v4f>(x + i + 4));
-  }
-  double s = hsum(a0 + a1);
-  for (; i < n; i++) s += x[i];
   return s;
 }
 
@@ -130,32 +48,10 @@ double sq_dev_sum(const T* x, int64_t n, double mean) {
   return s;
 }
 
-double sq_dev_sum(const float* x, int64_t n, double mean) {
-  // Rounding the mean to float shifts every difference by the same tiny constant,
-  // which changes the sum of squares only at second order.
-  float m = float(mean);
-  v4d a0{}, a1{};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    v4f d0 = load<v4f>(x + i) - m, d1 = load<v4f>(x + i + 4) - m;
-    a0 += widen(d0 * d0);
-    a1 += widen(d1 * d1);
-  }
-  double s = hsum(a0 + a1);
-  for (; i < n; i++) s += double(x[i] - m) * (x[i] - m);
-  return s;
-}
-
 // y = (x - m) * a + d
 template <class T>
 void affine(const T* x, T m, T a, T d, T* y, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * a + d;
-}
-
-void affine(const float* x, float m, float a, float d, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store(y + i, (load<v8f>(x + i) - m) * a + d);
-  for (; i < n; i++) y[i] = (x[i] - m) * a + d;
 }
 
 // y = (x - m) * inv * scale + bias, with per-element scale and bias.
@@ -164,12 +60,30 @@ void norm_affine(const T* x, T m, T inv, const T* scale, const T* bias, T* y, in
   for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * inv * scale[i] + bias[i];
 }
 
+float max_of(const float* x, int64_t n) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  return vec ? vec->max_of(x, n) : max_of<float>(x, n);
+}
+double exp_shifted(const float* x, float shift, float* y, int64_t n) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  return vec ? vec->exp_shifted(x, shift, y, n) : exp_shifted<float>(x, shift, y, n);
+}
+double sum_of(const float* x, int64_t n) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  return vec ? vec->sum_of(x, n) : sum_of<float>(x, n);
+}
+double sq_dev_sum(const float* x, int64_t n, double mean) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  return vec ? vec->sq_dev_sum(x, n, mean) : sq_dev_sum<float>(x, n, mean);
+}
+void affine(const float* x, float m, float a, float d, float* y, int64_t n) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  vec ? vec->affine(x, m, a, d, y, n) : affine<float>(x, m, a, d, y, n);
+}
 void norm_affine(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
                  int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    store(y + i, (load<v8f>(x + i) - m) * inv * load<v8f>(scale + i) + load<v8f>(bias + i));
-  for (; i < n; i++) y[i] = (x[i] - m) * inv * scale[i] + bias[i];
+  const RowKernelsF32* vec = row_kernels_f32();
+  vec ? vec->norm_affine(x, m, inv, scale, bias, y, n) : norm_affine<float>(x, m, inv, scale, bias, y, n);
 }
 
 struct Stats {

@@ -2,7 +2,8 @@
 // the common layouts (reduce the trailing block, e.g. ReduceMean over the last axis or
 // over H,W; or one middle block) have contiguous fast paths, anything else goes
 // through precomputed offsets. Float sums accumulate in double, integer ones wrap
-// in 64 bits like the reference.
+// in 64 bits like the reference. float32 sums, maxima and minima of contiguous rows run
+// the vector loops of the CPU's instruction set (row_kernels.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,78 +12,13 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.h"
-#include "backends/cpu/simd.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
 
 namespace {
-
-// ---- Float32 row loops with 8-wide vectors ------------------------------------------
-
-using namespace simd;
-
-double sum_of(const float* x, int64_t n) {
-  v4d a0{}, a1{};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    a0 += widen(load<v4f>(x + i));
-    a1 += widen(load<v4f>(x + i + 4));
-  }
-  a0 += a1;
-  double s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
-  for (; i < n; i++) s += x[i];
-  return s;
-}
-
-// acc[j] += x[j] in double.
-void add_into(double* acc, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) store(acc + i, load<v4d>(acc + i) + widen(load<v4f>(x + i)));
-  for (; i < n; i++) acc[i] += x[i];
-}
-
-// The larger (kMax) or smaller of a and b; NaN in b wins, like the scalar reducer.
-template <bool kMax>
-ALWAYS_INLINE v8f pick(v8f a, v8f b) {
-  return ((kMax ? b > a : b < a) | (b != b)) ? b : a;
-}
-template <bool kMax>
-ALWAYS_INLINE float pick(float a, float b) {
-  return (kMax ? b > a : b < a) || std::isnan(b) ? b : a;
-}
-
-template <bool kMax>
-ALWAYS_INLINE float extreme_of(const float* x, int64_t n) {
-  // Four independent accumulators hide the compare latency.
-  v8f m0 = v8f{} + (kMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity());
-  v8f m1 = m0, m2 = m0, m3 = m0;
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    m0 = pick<kMax>(m0, load<v8f>(x + i));
-    m1 = pick<kMax>(m1, load<v8f>(x + i + 8));
-    m2 = pick<kMax>(m2, load<v8f>(x + i + 16));
-    m3 = pick<kMax>(m3, load<v8f>(x + i + 24));
-  }
-  for (; i + 8 <= n; i += 8) m0 = pick<kMax>(m0, load<v8f>(x + i));
-  v8f m = pick<kMax>(pick<kMax>(m0, m1), pick<kMax>(m2, m3));
-  float r = m[0];
-  for (int k = 1; k < 8; k++) r = pick<kMax>(r, m[k]);
-  for (; i < n; i++) r = pick<kMax>(r, x[i]);
-  return r;
-}
-float max_of(const float* x, int64_t n) { return extreme_of<true>(x, n); }
-float min_of(const float* x, int64_t n) { return extreme_of<false>(x, n); }
-
-template <bool kMax>
-ALWAYS_INLINE void extreme_into(float* acc, const float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) store(acc + i, pick<kMax>(load<v8f>(acc + i), load<v8f>(x + i)));
-  for (; i < n; i++) acc[i] = pick<kMax>(acc[i], x[i]);
-}
-void max_into(float* acc, const float* x, int64_t n) { extreme_into<true>(acc, x, n); }
-void min_into(float* acc, const float* x, int64_t n) { extreme_into<false>(acc, x, n); }
 
 template <class T>
 bool is_nan(T x) {
@@ -236,12 +172,41 @@ std::vector<int64_t> run_offsets(const Runs& r, bool reduced) {
   return out;
 }
 
+// a = the reduction of a contiguous row, on the vector row loops; false where the op or
+// type has none, or the level is plain.
+template <class T, RK K, class A>
+bool fold_row(const RowKernelsF32* vec, const T* row, int64_t n, A& a) {
+  if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean || K == RK::max || K == RK::min)) {
+    if (!vec) return false;
+    a = K == RK::max ? vec->max_of(row, n) : K == RK::min ? vec->min_of(row, n) : vec->sum_of(row, n);
+    return true;
+  }
+  return false;
+}
+
+// acc[j] = acc[j] folded with row[j], on the vector row loops; false as for fold_row.
+template <class T, RK K, class A>
+bool fold_into(const RowKernelsF32* vec, A* acc, const T* row, int64_t n) {
+  if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean || K == RK::max || K == RK::min)) {
+    if (!vec) return false;
+    if constexpr (K == RK::max)
+      vec->max_into(acc, row, n);
+    else if constexpr (K == RK::min)
+      vec->min_into(acc, row, n);
+    else
+      vec->add_into(acc, row, n);
+    return true;
+  }
+  return false;
+}
+
 template <class T, RK K>
 void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64_t outputs,
                  ThreadPool& pool) {
   using A = typename Reducer<T, K>::A;
   size_t nd = r.dims.size();
   int64_t red = op.count;
+  const RowKernelsF32* vec = row_kernels_f32();
   // [kept?, reduced], or nothing left to reduce: each output folds one contiguous row.
   bool any_reduced = std::find(r.reduced.begin(), r.reduced.end(), true) != r.reduced.end();
   if (!any_reduced || (nd <= 2 && r.reduced.back())) {
@@ -251,13 +216,7 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
           for (int64_t o = o0; o < o1; o++) {
             const T* row = x + o * red;
             A a = op.init();
-            if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean))
-              a = sum_of(row, red);
-            else if constexpr (std::is_same_v<T, float> && K == RK::max)
-              a = max_of(row, red);
-            else if constexpr (std::is_same_v<T, float> && K == RK::min)
-              a = min_of(row, red);
-            else
+            if (!fold_row<T, K>(vec, row, red, a))
               for (int64_t i = 0; i < red; i++) op.add(a, row[i], o);
             y[o] = op.fin(a, o);
           }
@@ -280,13 +239,7 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
             std::fill(acc.begin(), acc.begin() + jn, op.init());
             for (int64_t i = 0; i < red; i++) {
               const T* row = x + (o * red + i) * inner + j0;
-              if constexpr (std::is_same_v<T, float> && (K == RK::sum || K == RK::mean))
-                add_into(acc.data(), row, jn);
-              else if constexpr (std::is_same_v<T, float> && K == RK::max)
-                max_into(acc.data(), row, jn);
-              else if constexpr (std::is_same_v<T, float> && K == RK::min)
-                min_into(acc.data(), row, jn);
-              else
+              if (!fold_into<T, K>(vec, acc.data(), row, jn))
                 for (int64_t j = 0; j < jn; j++) op.add(acc[j], row[j], o * inner + j0 + j);
             }
             for (int64_t j = 0; j < jn; j++) y[o * inner + j0 + j] = op.fin(acc[j], o * inner + j0 + j);

@@ -1,0 +1,58 @@
+// The CPU kernels' float32 row loops, written once with GCC vector extensions in
+// row_kernels.inc and compiled once per instruction set level (row_kernels_<isa>.cpp,
+// each with its own -march); row_kernels_f32() gives the table of the level in use.
+// At CpuIsa::plain there is no table: the kernels run their plain scalar code, the
+// reference that every level is tested against.
+#pragma once
+
+#include <cstdint>
+
+namespace vlrt {
+
+// Unary float32 ops with a vector form; UnaryParams carries their attributes.
+enum class UnaryF32 {
+  relu,
+  leaky_relu,
+  clip,
+  hard_sigmoid,
+  hard_swish,
+  exp,
+  sigmoid,
+  tanh,
+  erf,
+  gelu,
+  gelu_tanh
+};
+struct UnaryParams {
+  float a = 0, b = 0;  // leaky_relu: alpha; clip: min, max; hard_sigmoid: alpha, beta
+};
+
+enum class BinaryF32 { none, add, sub, mul, div };
+
+struct RowKernelsF32 {
+  void (*unary)(UnaryF32 op, UnaryParams p, const float* x, float* y, int64_t n);
+  // o[i] = a[i * sa] op b[i * sb] with strides sa, sb of 0 or 1.
+  void (*binary)(BinaryF32 op, const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t n);
+
+  // Reductions of one row; max_of and min_of return NaN when the row holds one.
+  float (*max_of)(const float* x, int64_t n);
+  float (*min_of)(const float* x, int64_t n);
+  double (*sum_of)(const float* x, int64_t n);
+  double (*sq_dev_sum)(const float* x, int64_t n, double mean);  // sum of (x - mean)^2
+  // y = exp(x - shift) for x <= shift; returns the sum of y.
+  double (*exp_shifted)(const float* x, float shift, float* y, int64_t n);
+
+  // Row updates.
+  void (*affine)(const float* x, float m, float a, float d, float* y, int64_t n);  // y = (x - m) * a + d
+  // y = (x - m) * inv * scale + bias
+  void (*norm_affine)(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
+                      int64_t n);
+  void (*add_into)(double* acc, const float* x, int64_t n);  // acc += x
+  void (*max_into)(float* acc, const float* x, int64_t n);   // acc = max(acc, x), NaN wins
+  void (*min_into)(float* acc, const float* x, int64_t n);
+};
+
+// The table of the level cpu_isa() names; nullptr at CpuIsa::plain.
+const RowKernelsF32* row_kernels_f32();
+
+}  // namespace vlrt
