@@ -64,15 +64,16 @@ const ValueInfo* input_info(const std::vector<const ValueInfo*>& inputs, size_t 
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
-// How convolutions take their activations: as they are (NCHW), converted to channels-last,
-// or to oneDNN's channel-blocked layout (nChw16c); the two last are converted around
-// every convolution. VLRT_ONEDNN_CONV_LAYOUT=plain|nhwc|blocked picks one for measurements.
+// How convolutions take their activations: as they are (NCHW: oneDNN then runs im2col +
+// GEMM), converted to channels-last, or to the layout oneDNN picks (blocked, the default:
+// fastest on resnet50, mobilenet_v3 and convnext even converted around every convolution).
+// VLRT_ONEDNN_CONV_LAYOUT=plain|nhwc|blocked picks one for measurements.
 enum class ConvLayout { plain, nhwc, blocked };
 ConvLayout conv_layout() {
   static const ConvLayout layout = [] {
     const char* v = std::getenv("VLRT_ONEDNN_CONV_LAYOUT");
     std::string s = v ? v : "";
-    return s == "nhwc" ? ConvLayout::nhwc : s == "blocked" ? ConvLayout::blocked : ConvLayout::plain;
+    return s == "nhwc" ? ConvLayout::nhwc : s == "plain" ? ConvLayout::plain : ConvLayout::blocked;
   }();
   return layout;
 }
