@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <exception>
+#include <string>
+
+#include <omp.h>
 
 namespace vlrt {
 
@@ -77,10 +81,41 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
+// Loops run on OpenMP's threads, which oneDNN's kernels use too: two pools spinning on the
+// same cores stalled each other (bert_base 2x slower). VLRT_POOL_OPENMP=0 runs them on
+// the pool's own workers instead.
+bool pool_on_openmp() {
+  static const bool on = [] {
+    const char* v = std::getenv("VLRT_POOL_OPENMP");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   int64_t parts =
       std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
+  if (pool_on_openmp()) {
+    if (parts <= 1 || omp_in_parallel()) {
+      fn(0, n);
+      return;
+    }
+    int64_t chunk = (n + parts - 1) / parts;
+    std::exception_ptr error;
+#pragma omp parallel num_threads(int(parts))
+    {
+      int64_t begin = omp_get_thread_num() * chunk, end = std::min(n, begin + chunk);
+      try {
+        if (begin < end) fn(begin, end);
+      } catch (...) {
+#pragma omp critical
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
   // Nested calls and calls from a second thread while the pool is busy run on the caller alone.
   std::unique_lock<std::mutex> busy(run_mu_, std::try_to_lock);
   if (parts <= 1 || t_in_worker || !busy.owns_lock()) {

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/onednn.h"
 
 namespace vlrt {
 
@@ -31,6 +33,11 @@ void f32_to_half(const Tensor& src, Tensor& dst) {
 
 int count_cpus(std::string*) { return 1; }
 
+bool reference_kernels_asked() {
+  const char* v = std::getenv("VLRT_REFERENCE_KERNELS");
+  return v && *v && std::string(v) != "0";
+}
+
 // cpu:N (N >= 1) is a simulated second CPU device with its own memory, for trying
 // placements, splits and transfers on a machine with one CPU.
 std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config) {
@@ -40,12 +47,13 @@ std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config
 
 }  // namespace
 
-VLRT_REGISTER_BACKEND(cpu, "the host CPU, reference kernels and OpenBLAS", make_cpu_backend, count_cpus);
+VLRT_REGISTER_BACKEND(cpu, "the host CPU: oneDNN, OpenBLAS and reference kernels", make_cpu_backend, count_cpus);
 
 CpuBackend::CpuBackend(int index, int threads)
-    : index_(index), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}
+    : index_(index), reference_kernels_(reference_kernels_asked()), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}
 
-CpuBackend::CpuBackend(int index, ThreadPool& pool) : index_(index), pool_(&pool) {}
+CpuBackend::CpuBackend(int index, ThreadPool& pool)
+    : index_(index), reference_kernels_(reference_kernels_asked()), pool_(&pool) {}
 
 size_t CpuBackend::memory_capacity() const {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -90,13 +98,22 @@ struct ResolvedKernel : KernelState {
 
 }  // namespace
 
-std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t, const std::vector<const ValueInfo*>&) {
+PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
+                                     const std::vector<const ValueInfo*>& inputs) const {
+  return reference_kernels_ ? PrepareInfo{} : onednn_prepare_info(node, opset, inputs);
+}
+
+std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset,
+                                                 const std::vector<const ValueInfo*>& inputs) {
+  if (!reference_kernels_)
+    if (std::unique_ptr<OneDnnKernel> fast = make_onednn_kernel(node, opset, inputs)) return fast;
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
 }
 
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
+  if (auto* fast = dynamic_cast<OneDnnKernel*>(state)) return fast->run(inputs, outputs, pool_->size());
   call_cpu_kernel(node, opset, *pool_, inputs, outputs, state ? static_cast<ResolvedKernel*>(state)->kernel : nullptr);
 }
 

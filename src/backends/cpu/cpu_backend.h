@@ -1,4 +1,6 @@
-// The CPU backend: the reference kernels of src/backends/cpu/ops on host memory.
+// The CPU backend on host memory: oneDNN's kernels for convolutions and products with
+// constant weights (onednn.h), the reference kernels of src/backends/cpu/ops for the rest.
+// VLRT_REFERENCE_KERNELS=1 in the environment runs the reference kernels alone.
 #pragma once
 
 #include <memory>
@@ -22,15 +24,22 @@ class CpuBackend : public Backend {
   void copy_to_host(const Tensor& src, Tensor& dst) override;
   bool copy_on_device(const Tensor& src, Tensor& dst) override;
   bool supports(const Node& node, const std::vector<DType>& input_dtypes, std::string* why) const override;
-  // The node's kernel, looked up once per plan instead of at every run.
+  // Weights oneDNN's kernel packs; the reference kernels hold nothing.
+  PrepareInfo prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) const override;
+  // The node's oneDNN kernel with its packed weights, or its reference kernel looked up
+  // once per plan instead of at every run.
   std::unique_ptr<KernelState> prepare(const Node& node, int64_t opset,
                                        const std::vector<const ValueInfo*>& inputs) override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }
+  // Whether every node runs its reference kernel (set from VLRT_REFERENCE_KERNELS).
+  bool reference_kernels() const { return reference_kernels_; }
+  void set_reference_kernels(bool on) { reference_kernels_ = on; }
 
  private:
   int index_;
+  bool reference_kernels_;
   std::unique_ptr<ThreadPool> owned_pool_;
   ThreadPool* pool_;
 };

@@ -1,0 +1,29 @@
+// The CPU backend's prepared kernels on oneDNN: float32 Conv and FusedConv, and MatMul and
+// Gemm whose B is a constant. Their weights are reordered once, at prepare, into the
+// layout oneDNN's kernels read; the state holds that copy in place of the initializer.
+// Every other node, and these where oneDNN does not take them, runs the reference kernels
+// of src/backends/cpu/ops.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace vlrt {
+
+class OneDnnKernel : public KernelState {
+ public:
+  // Runs the node; inputs that prepare_info() listed as replaced may be nullptr.
+  virtual void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                   int threads) = 0;
+};
+
+// What the oneDNN kernel of this node would hold (bytes 0 and nothing replaced: none
+// takes the node).
+PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
+// That kernel, its weights packed; nullptr where oneDNN does not take the node.
+std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
+                                                const std::vector<const ValueInfo*>& inputs);
+
+}  // namespace vlrt

@@ -1,0 +1,159 @@
+// The CPU backend's oneDNN kernels (Conv, FusedConv, MatMul and Gemm with constant
+// weights) against its reference kernels, on shapes the fast paths find awkward.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "exec/session.h"
+#include "op_test_util.h"
+
+namespace vlrt::test {
+namespace {
+
+// Deterministic values in [-1, 1).
+Tensor values(Shape shape, uint32_t seed) {
+  Tensor t(DType::f32, shape);
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (int64_t i = 0; i < t.numel(); i++) {
+    s = s * 1664525u + 1013904223u;
+    t.data<float>()[i] = float(double(s >> 8) / double(1u << 23) - 1.0);
+  }
+  return t;
+}
+
+Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
+  Node n = make_node(op, inputs.size(), 1, std::move(attrs));
+  if (op == "FusedConv") n.domain = "com.microsoft";
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) n.inputs[i] = "";
+  return n;
+}
+
+// n on a CPU backend with the reference kernels alone, or with oneDNN's where they apply.
+Tensor run_cpu(const Node& n, const std::vector<Tensor>& inputs, bool reference) {
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(reference);
+  std::vector<const Tensor*> ptrs;
+  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+  return run_node(cpu, n, 17, ptrs)[0];
+}
+
+// Bytes of packed weights the oneDNN kernel of n holds (0: oneDNN does not take n).
+size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
+  std::vector<ValueInfo> infos(inputs.size());
+  std::vector<const ValueInfo*> ptrs(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (!inputs[i].defined()) continue;
+    infos[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
+    ptrs[i] = &infos[i];
+  }
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(false);
+  PrepareInfo info = cpu.prepare_info(n, 17, ptrs);
+  if (info.bytes) EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1}) << n.op_type;
+  return info.bytes;
+}
+
+// Asserts that oneDNN takes the node (or not) and agrees with the reference kernel.
+void check_against_reference(const std::string& op, const std::vector<Tensor>& inputs,
+                             std::map<std::string, Attribute> attrs = {}, bool onednn_takes_it = true) {
+  Node n = node_for(op, inputs, std::move(attrs));
+  EXPECT_EQ(packed_bytes(n, inputs) > 0, onednn_takes_it) << op;
+  expect_close(run_cpu(n, inputs, false), run_cpu(n, inputs, true), 1e-4, 1e-4);
+}
+
+TEST(CpuOneDnn, ConvMatchesReference) {
+  struct Case {
+    Shape x, w;
+    std::map<std::string, Attribute> attrs;
+  };
+  std::vector<Case> cases = {
+      {{2, 5, 9, 11}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}}},  // batch 2, odd channels
+      {{1, 3, 13, 10}, {17, 3, 3, 2}, {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
+      {{1, 4, 12, 12}, {6, 4, 3, 3}, {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
+      {{2, 6, 8, 7}, {9, 2, 3, 3}, {{"group", attr_i(3)}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 20, 9, 9}, {20, 1, 3, 3}, {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{2, 4, 7, 6}, {8, 1, 5, 5}, {{"group", attr_i(4)}, {"pads", attr_ints({2, 2, 2, 2})}}},  // multiplier 2
+      {{3, 17, 5, 6}, {33, 17, 1, 1}, {}},                                                    // 1x1
+      {{1, 16, 6, 6}, {32, 16, 1, 1}, {{"strides", attr_ints({2, 2})}}},                      // strided 1x1
+      {{2, 5, 10, 9}, {3, 5, 3, 3}, {{"auto_pad", attr_s("SAME_UPPER")}, {"strides", attr_ints({2, 2})}}},
+      {{1, 5, 10, 9}, {3, 5, 4, 4}, {{"auto_pad", attr_s("SAME_LOWER")}}},
+      {{2, 3, 17}, {5, 3, 4}, {{"strides", attr_ints({2})}, {"pads", attr_ints({1, 2})}}},  // 1D
+      {{1, 3, 5, 6, 7}, {4, 3, 3, 2, 3}, {{"pads", attr_ints({1, 0, 1, 1, 1, 0})}}},         // 3D
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    SCOPED_TRACE(i);
+    const Case& c = cases[i];
+    Tensor x = values(c.x, uint32_t(i)), w = values(c.w, uint32_t(i) + 50);
+    check_against_reference("Conv", {x, w}, c.attrs);
+    check_against_reference("Conv", {x, w, values({c.w[0]}, uint32_t(i) + 90)}, c.attrs);
+  }
+}
+
+TEST(CpuOneDnn, EmptyConvRunsTheReferenceKernel) {
+  Tensor x = values({0, 3, 5, 5}, 1), w = values({4, 3, 3, 3}, 2);
+  check_against_reference("Conv", {x, w}, {}, false);
+  EXPECT_EQ(run_cpu(node_for("Conv", {x, w}, {}), {x, w}, false).shape(), (Shape{0, 4, 3, 3}));
+}
+
+TEST(CpuOneDnn, FusedConvMatchesReference) {
+  Tensor x = values({2, 5, 8, 7}, 3), w = values({6, 5, 3, 3}, 4), b = values({6}, 5);
+  Tensor z = values({2, 6, 8, 7}, 6);
+  std::map<std::string, Attribute> pads = {{"pads", attr_ints({1, 1, 1, 1})}};
+  std::vector<std::pair<std::string, std::vector<float>>> acts = {
+      {"", {}}, {"Relu", {}}, {"Tanh", {}}, {"Sigmoid", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}},
+      {"HardSigmoid", {0.2f, 0.5f}}};
+  for (auto& [name, params] : acts) {
+    SCOPED_TRACE(name);
+    std::map<std::string, Attribute> attrs = pads;
+    if (!name.empty()) attrs["activation"] = attr_s(name);
+    if (!params.empty()) attrs["activation_params"] = attr_floats(params);
+    check_against_reference("FusedConv", {x, w, b}, attrs);
+    check_against_reference("FusedConv", {x, w, b, z}, attrs);
+  }
+  check_against_reference("FusedConv", {x, w, Tensor(), z}, {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}});
+}
+
+TEST(CpuOneDnn, MatMulAndGemmMatchReference) {
+  check_against_reference("MatMul", {values({2, 3, 19}, 1), values({19, 21}, 2)});
+  check_against_reference("MatMul", {values({1, 64}, 3), values({64, 17}, 4)});
+  check_against_reference("Gemm", {values({5, 19}, 5), values({23, 19}, 6), values({23}, 7)},
+                          {{"transB", attr_i(1)}});
+  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6), values({1, 23}, 7)});
+  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6)});
+  // Not taken: a [M, N] C, alpha, a transposed A, a vector A, a batched B.
+  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6), values({5, 23}, 7)}, {}, false);
+  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6)}, {{"alpha", attr_f(0.5f)}}, false);
+  check_against_reference("Gemm", {values({19, 5}, 5), values({19, 23}, 6)}, {{"transA", attr_i(1)}}, false);
+  check_against_reference("MatMul", {values({19}, 1), values({19, 21}, 2)}, {}, false);
+  check_against_reference("MatMul", {values({2, 3, 19}, 1), values({2, 19, 21}, 2)}, {}, false);
+}
+
+// In a session the weight is a constant the prepared state replaces: the plan counts the
+// packed bytes, and the result is the reference one (under VLRT_REFERENCE_KERNELS=1,
+// nothing is packed).
+TEST(CpuOneDnn, SessionPacksConstantWeightsOnce) {
+  Tensor x = values({1, 5, 9, 9}, 1), w = values({7, 5, 3, 3}, 2);
+  Node n = node_for("Conv", {x, w}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  Model m = one_node_model(n, 17, {x});
+  m.graph.initializers["in1"] = w;
+  SessionOptions o;
+  o.threads = 2;
+  Session s(m, o);
+  const Plan& p = s.plan({{"in0", {DType::f32, x.shape()}}});
+  size_t packed = 0;
+  for (auto& step : p.steps) packed += step.prepared_bytes;
+  bool replaced = false;
+  for (auto& slot : p.slots) replaced = replaced || slot.replaced;
+  if (CpuBackend(0, test_pool()).reference_kernels()) {  // VLRT_REFERENCE_KERNELS=1: nothing packed
+    EXPECT_EQ(packed, 0u);
+    EXPECT_FALSE(replaced);
+  } else {
+    EXPECT_GE(packed, w.nbytes());
+    EXPECT_TRUE(replaced);
+  }
+  TensorMap y = s.run({{"in0", x}});
+  expect_close(y.at("out0"), run_cpu(n, {x, w}, true), 1e-4, 1e-4);
+}
+
+}  // namespace
+}  // namespace vlrt::test
