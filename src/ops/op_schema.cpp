@@ -54,6 +54,7 @@ const SchemaTable& op_schemas() {
     register_signal_schemas(t);
     register_quantization_schemas(t);
     register_quantization_contrib_schemas(t);
+    register_fused_schemas(t);
     return t;
   }();
   return table;

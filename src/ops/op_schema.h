@@ -111,5 +111,6 @@ void register_contrib_schemas(SchemaTable& t);
 void register_signal_schemas(SchemaTable& t);
 void register_quantization_schemas(SchemaTable& t);
 void register_quantization_contrib_schemas(SchemaTable& t);
+void register_fused_schemas(SchemaTable& t);
 
 }  // namespace vlrt

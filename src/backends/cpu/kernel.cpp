@@ -30,6 +30,7 @@ const CpuKernelTable& cpu_kernels() {
     register_signal_kernels(t);
     register_quantization_kernels(t);
     register_quantization_contrib_kernels(t);
+    register_fused_kernels(t);
     return t;
   }();
   return table;

@@ -64,5 +64,6 @@ void register_contrib_kernels(CpuKernelTable& t);
 void register_signal_kernels(CpuKernelTable& t);
 void register_quantization_kernels(CpuKernelTable& t);
 void register_quantization_contrib_kernels(CpuKernelTable& t);
+void register_fused_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt
