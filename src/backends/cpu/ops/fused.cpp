@@ -1,6 +1,9 @@
 // CPU kernels of vlrt's fused ops (src/ops/fused.cpp defines them) and the epilogue FusedConv
-// shares. The matrix product is the MatMul kernel's, called in one place (fused_matmul_kernel).
+// shares. FusedMatMul's product is the MatMul kernel's, called in one place (fused_matmul_kernel);
+// Attention's per-head products are single-threaded BLAS calls inside its parallel loop over heads.
 #include "backends/cpu/ops/fused.h"
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +11,6 @@
 #include <limits>
 
 #include "backends/cpu/kernel.h"
-#include "backends/cpu/simd.h"
 #include "backends/cpu/vector_math.h"
 #include "ops/fused_semantics.h"
 #include "ops/shape_util.h"
@@ -84,11 +86,27 @@ f32x4 load_f32x4(const float* p, int64_t n) {
   return v;
 }
 
-// y[i] = f(y[i] + bias[i] + z[i]) for i < n; bias and z may be null.
+// y[i] = f(y[i] + bias[i] + z[i]) for i < n; bias and z may be null. Whole vectors load with a
+// fixed-size copy (one instruction); only the tail goes through the padded form.
 template <class F>
 void epilogue_span(float* y, const float* bias, const float* z, int64_t n, const F& f) {
-  for (int64_t i = 0; i < n; i += 4) {
-    int64_t w = std::min<int64_t>(4, n - i);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    f32x4 v, t;
+    std::memcpy(&v, y + i, sizeof v);
+    if (bias) {
+      std::memcpy(&t, bias + i, sizeof t);
+      v += t;
+    }
+    if (z) {
+      std::memcpy(&t, z + i, sizeof t);
+      v += t;
+    }
+    v = f(v);
+    std::memcpy(y + i, &v, sizeof v);
+  }
+  if (i < n) {
+    int64_t w = n - i;
     f32x4 v = load_f32x4(y + i, w);
     if (bias) v += load_f32x4(bias + i, w);
     if (z) v += load_f32x4(z + i, w);
@@ -189,55 +207,62 @@ void gather_block(const float* src, int64_t rows, int64_t cols, int64_t row_stri
   }
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  using namespace simd;
-  v8f acc = simd::splat(0.f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc += load<v8f>(a + i) * load<v8f>(b + i);
-  float s = 0;
-  for (; i < n; i++) s += a[i] * b[i];
-  for (int l = 0; l < 8; l++) s += acc[l];
-  return s;
+// Softmax of each row of scores [rows, n] (plus the mask row, when given), in place.
+void softmax_rows(float* scores, int64_t rows, int64_t n, const float* mask, const std::vector<int64_t>& mask_strides) {
+  size_t r = mask_strides.size();
+  for (int64_t i = 0; i < rows; i++) {
+    float* row = scores + i * n;
+    if (mask)
+      for (int64_t j = 0; j < n; j++) row[j] += mask[i * mask_strides[r - 2] + j * mask_strides[r - 1]];
+    float top = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; j++) top = std::max(top, row[j]);
+    if (top == -std::numeric_limits<float>::infinity()) {
+      std::fill(row, row + n, 0.f);  // every key masked out
+      continue;
+    }
+    f32x4 acc = splat(0.f);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      f32x4 v;
+      std::memcpy(&v, row + j, sizeof v);
+      v = exp_f32x4(v - splat(top));
+      acc += v;
+      std::memcpy(row + j, &v, sizeof v);
+    }
+    float sum = acc[0] + acc[1] + acc[2] + acc[3];
+    for (; j < n; j++) sum += row[j] = std::exp(row[j] - top);
+    float inv = 1 / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+  }
 }
 
-// One (batch) slice: for each query row, scores against every key, softmax, weighted sum of v.
-// k and v are gathered contiguous once per slice; q rows and the output are read and written in
-// place through their strides.
+// One (batch) slice: q, k and v gathered contiguous, scores = scale q k^T and the output p v by
+// single-threaded BLAS (the slices run in parallel), the output written through its strides.
 void attend_slice(const AttentionDims& d, float scale, const float* q, const float* k, const float* v,
                   const float* mask, const std::vector<int64_t>& mask_strides, float* y,
                   const std::vector<int64_t>& y_strides, std::vector<float>& scratch) {
   size_t r = d.q_strides.size();
-  scratch.resize(size_t(d.sk * d.d + d.sk * d.dv + d.sk + d.d + d.dv));
-  float* kc = scratch.data();
+  scratch.resize(size_t(d.sq * d.d + d.sk * d.d + d.sk * d.dv + d.sq * d.sk + d.sq * d.dv));
+  float* qc = scratch.data();
+  float* kc = qc + d.sq * d.d;
   float* vc = kc + d.sk * d.d;
   float* p = vc + d.sk * d.dv;
-  float* qrow = p + d.sk;
-  float* out = qrow + d.d;
+  float* out = p + d.sq * d.sk;
+  gather_block(q, d.sq, d.d, d.q_strides[r - 2], d.q_strides[r - 1], qc);
   gather_block(k, d.sk, d.d, d.k_strides[r - 2], d.k_strides[r - 1], kc);
   gather_block(v, d.sk, d.dv, d.v_strides[r - 2], d.v_strides[r - 1], vc);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(d.sq), int(d.sk), int(d.d), scale, qc, int(d.d), kc,
+              int(d.d), 0.f, p, int(d.sk));
+  softmax_rows(p, d.sq, d.sk, mask, mask_strides);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.sq), int(d.dv), int(d.sk), 1.f, p, int(d.sk), vc,
+              int(d.dv), 0.f, out, int(d.dv));
   for (int64_t i = 0; i < d.sq; i++) {
-    gather_block(q + i * d.q_strides[r - 2], 1, d.d, 0, d.q_strides[r - 1], qrow);
-    float top = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < d.sk; j++) {
-      float s = scale * dot(qrow, kc + j * d.d, d.d);
-      if (mask) s += mask[i * mask_strides[r - 2] + j * mask_strides[r - 1]];
-      p[j] = s;
-      top = std::max(top, s);
-    }
-    float sum = 0;
-    for (int64_t j = 0; j < d.sk; j++) {
-      p[j] = top == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(p[j] - top);
-      sum += p[j];
-    }
-    float inv = sum > 0 ? 1 / sum : 0.f;
-    std::fill(out, out + d.dv, 0.f);
-    for (int64_t j = 0; j < d.sk; j++) {
-      float w = p[j] * inv;
-      const float* vr = vc + j * d.dv;
-      for (int64_t c = 0; c < d.dv; c++) out[c] += w * vr[c];
-    }
     float* yr = y + i * y_strides[r - 2];
-    for (int64_t c = 0; c < d.dv; c++) yr[c * y_strides[r - 1]] = out[c];
+    if (y_strides[r - 1] == 1) {
+      std::memcpy(yr, out + i * d.dv, size_t(d.dv) * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < d.dv; c++) yr[c * y_strides[r - 1]] = out[i * d.dv + c];
+    }
   }
 }
 
