@@ -30,9 +30,11 @@ std::string op_list(const std::map<std::string, int>& ops) {
 }
 
 nlohmann::json plan_json(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
-                         const Plan& plan, const BatchSizing& batches) {
+                         const Plan& plan, const BatchSizing& batches, const FusionReport& fused) {
   nlohmann::json j;
   j["model"] = model;
+  j["fused"] = nlohmann::json::object();
+  for (auto& [pattern, n] : fused) j["fused"][pattern] = n;
   for (auto& [name, ds] : sig) j["inputs"][name] = cat(dtype_name(ds.first), shape_str(ds.second));
   j["devices"] = nlohmann::json::object();
   for (auto& dp : plan.devices) {
@@ -62,10 +64,10 @@ nlohmann::json plan_json(const std::string& model, const std::map<std::string, s
 }
 
 void print_plan(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
-                const Plan& plan, const BatchSizing& batches) {
+                const Plan& plan, const BatchSizing& batches, const FusionReport& fused) {
   std::cout << "plan for " << model << "\n  inputs:";
   for (auto& [name, ds] : sig) std::cout << " " << name << " " << dtype_name(ds.first) << shape_str(ds.second);
-  std::cout << "\n\n";
+  std::cout << "\n  fused: " << describe(fused) << "\n\n";
   for (auto& dp : plan.devices) {
     std::cout << dp.device.str() << ": " << dp.nodes << " nodes, weights " << human_bytes(double(dp.weight_bytes))
               << ", activation peak " << human_bytes(double(dp.peak_activation_bytes)) << ", prepared state "
@@ -106,8 +108,8 @@ void plan(const PlanArgs& a) {
   Session session(std::move(model), options);
   const Plan& p = session.plan(sig);
   BatchSizing batches = session.size_batches(sig, a.batch_limit);
-  if (a.json) std::cout << plan_json(a.model, sig, p, batches).dump(2) << "\n";
-  else print_plan(a.model, sig, p, batches);
+  if (a.json) std::cout << plan_json(a.model, sig, p, batches, session.fusion_report()).dump(2) << "\n";
+  else print_plan(a.model, sig, p, batches, session.fusion_report());
 }
 
 }  // namespace

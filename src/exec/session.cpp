@@ -27,6 +27,9 @@ Session::Session(Model model, SessionOptions options)
   try {
     fold_constants(model_, host());
     while (inline_constant_ifs(model_) > 0) fold_constants(model_, host());
+    bool host_only = true;
+    for (auto& d : options_.plan.devices) host_only = host_only && d == Device{};
+    if (host_only && !reference_kernels_requested()) fusion_report_ = fuse(model_, options_.fusion, host());
   } catch (const Error& e) {
     throw Error(cat(model_.path, ": ", e.what()));
   }

@@ -403,8 +403,17 @@ FusedActivation fused_conv_activation(const Node& n) {
   } else if (name == "HardSigmoid") {
     params(2, {0.2f, 0.5f});
     a = {FusedActivation::hard_sigmoid, p[0], p[1]};
+  } else if (name == "HardSwish") {
+    a.kind = FusedActivation::hard_swish;
+  } else if (name == "SiLU") {
+    a.kind = FusedActivation::silu;
+  } else if (name == "Gelu") {
+    a.kind = FusedActivation::gelu;
+  } else if (name == "FastGelu") {
+    a.kind = FusedActivation::fast_gelu;
   } else {
-    unsupported("activation '", name, "' (expected Relu, Tanh, Sigmoid, LeakyRelu, Clip or HardSigmoid)");
+    unsupported("activation '", name,
+                "' (expected Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish, SiLU, Gelu or FastGelu)");
   }
   return a;
 }

@@ -13,9 +13,13 @@ namespace vlrt {
 // transBatch moves axis 0 behind the other batch axes; trans swaps the last two axes.
 std::vector<int64_t> fused_matmul_perm(size_t rank, bool trans_batch, bool trans);
 
-// FusedConv's activation attribute with its activation_params.
+// The activation attribute (with its activation_params) of FusedConv and vlrt.FusedMatMul.
+// ONNX Runtime's list (Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid) plus vlrt's own values,
+// which the fusion passes write: HardSwish (x * HardSigmoid(x) with alpha 1/6, beta 0.5),
+// SiLU (x * Sigmoid(x)), Gelu (0.5 x (1 + erf(x / sqrt 2))) and FastGelu (Gelu's tanh form).
 struct FusedActivation {
-  enum Kind { none, relu, tanh, sigmoid, leaky_relu, clip, hard_sigmoid } kind = none;
+  enum Kind { none, relu, tanh, sigmoid, leaky_relu, clip, hard_sigmoid, hard_swish, silu, gelu, fast_gelu } kind =
+      none;
   float alpha = 0, beta = 0;  // LeakyRelu alpha; Clip min, max; HardSigmoid alpha, beta
 };
 // Fails naming the activation when it is unknown or its parameters do not fit.

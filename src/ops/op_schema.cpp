@@ -73,6 +73,7 @@ const SchemaTable& op_schemas() {
     register_quantization_contrib_schemas(t);
     register_sequence_schemas(t);
     register_tfidf_schemas(t);
+    register_fused_schemas(t);
     return t;
   }();
   return table;

@@ -123,8 +123,8 @@ TEST(Cli, BenchProfileListsTheOpTypesThatRunKernels) {
   auto r = run_cli("bench " + kTiny + " --input image=1x3x32x32 --runs 2 --profile");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("kernel time per run by op type"), std::string::npos) << r.output;
-  // Flatten, a view of its input, runs no kernel.
-  for (const char* op : {"Conv", "Relu", "MaxPool", "GlobalAveragePool", "Gemm", "Softmax"})
+  // Flatten, a view of its input, runs no kernel; Conv+Relu run as one FusedConv.
+  for (const char* op : {"FusedConv", "MaxPool", "GlobalAveragePool", "Gemm", "Softmax"})
     EXPECT_NE(r.output.find(std::string("    ") + op + " "), std::string::npos) << op << "\n" << r.output;
 }
 

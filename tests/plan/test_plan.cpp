@@ -135,7 +135,7 @@ TEST(Plan, KernelFedTensorFromAnotherDeviceIsCaught) {
     FAIL() << "expected the device check to fail";
   } catch (const Error& e) {
     std::string msg = e.what();
-    EXPECT_NE(msg.find("node 'conv1' (Conv) runs on cpu:1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("node 'conv1' (com.microsoft.FusedConv) runs on cpu:1"), std::string::npos) << msg;
     EXPECT_NE(msg.find("input 'image'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("is on cpu"), std::string::npos) << msg;
   }

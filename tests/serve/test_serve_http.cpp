@@ -311,11 +311,11 @@ TEST_F(ServeHttp, BadTensorsAre400NamingTheInput) {
       {"wrong fixed dim", request(1, "FP32", {1, 4, 32, 32}), infer, 400, "axis 1 must be 3"},
       // A symbol binds nothing across inputs (as in ONNX Runtime): the model itself refuses.
       {"batch mismatch", request(2, "FP32", {1, 3, 32, 32}), infer, 400,
-       "the model cannot run on these inputs: node '/fusion/att/Add' (Add)"},
+       "the model cannot run on these inputs: node '/fusion/att/"},
       {"missing input", request(1, "FP32", {1, 3, 32, 32}, false), infer, 400,
        "missing input 'text_token_mask'"},
       {"image too small for the model", request(1, "FP32", {1, 3, 0, 5}), infer, 400,
-       "the model cannot run on these inputs: node '/backbone/s4/s4.0/s4.0.0/Conv' (Conv)"},
+       "the model cannot run on these inputs: node '/backbone/s4/s4.0/s4.0.0/Conv'"},
       {"unknown input", json({{"inputs", {tensor("pixels", "FP32", {1})}}}).dump(), infer, 400,
        "unknown input 'pixels'"},
       {"data count", R"({"inputs":[{"name":"img","datatype":"FP32","shape":[1,3,2,2],"data":[1,2,3]}]})",

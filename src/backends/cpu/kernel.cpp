@@ -32,6 +32,7 @@ const CpuKernelTable& cpu_kernels() {
     register_quantization_contrib_kernels(t);
     register_sequence_kernels(t);
     register_tfidf_kernels(t);
+    register_fused_kernels(t);
     return t;
   }();
   return table;

@@ -3,8 +3,10 @@
 #include "backends/cpu/ops/contrib.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/ops/fused.h"
 #include "core/dispatch.h"
 #include "ops/contrib_semantics.h"
 #include "ops/shape_util.h"
@@ -26,9 +28,17 @@ double tanh_gelu(double x) {
 
 // ---- Gelu family -------------------------------------------------------------------
 
-// Applies f to X plus the optional bias (input 1) over the last axis.
-template <double (*F)(double)>
+// Applies f to X plus the optional bias (input 1) over the last axis; float32 through the
+// fused epilogue's vector form of the same activation.
+template <double (*F)(double), FusedActivation::Kind Kind>
 void biased_unary_kernel(KernelContext& ctx) {
+  if (ctx.input(0).dtype() == DType::f32) {
+    Tensor& y = ctx.output(0);
+    if (y.data<float>() != ctx.input(0).data<float>()) std::memcpy(y.data<float>(), ctx.input(0).data<float>(), y.nbytes());
+    FusedActivation act;
+    act.kind = Kind;
+    return apply_fused_epilogue(ctx.pool, act, y, ctx.has_input(1) ? &ctx.input(1) : nullptr, nullptr);
+  }
   std::vector<double> x = ctx.input(0).to_double_vector();
   if (ctx.has_input(1)) {
     std::vector<double> b = ctx.input(1).to_double_vector();
@@ -198,26 +208,6 @@ void fused_matmul_kernel(KernelContext& ctx) {
   ctx.output(0).assign_doubles(y);
 }
 
-double activate(const FusedActivation& a, double x) {
-  switch (a.kind) {
-    case FusedActivation::none:
-      return x;
-    case FusedActivation::relu:
-      return x > 0 ? x : 0;
-    case FusedActivation::tanh:
-      return std::tanh(x);
-    case FusedActivation::sigmoid:
-      return 1 / (1 + std::exp(-x));
-    case FusedActivation::leaky_relu:
-      return x >= 0 ? x : a.alpha * x;
-    case FusedActivation::clip:
-      return std::min(std::max(x, double(a.alpha)), double(a.beta));
-    case FusedActivation::hard_sigmoid:
-      return std::min(std::max(a.alpha * x + a.beta, 0.0), 1.0);
-  }
-  return x;
-}
-
 // act(Conv(X, W, B) + Z)
 void fused_conv_kernel(KernelContext& ctx) {
   FusedActivation act = fused_conv_activation(ctx.node);
@@ -226,10 +216,7 @@ void fused_conv_kernel(KernelContext& ctx) {
     conv_inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   KernelContext inner(ctx.node, ctx.opset, ctx.pool, conv_inputs, {&ctx.output(0)});
   find_cpu_kernel("", "Conv")->fn(inner);
-  std::vector<double> y = ctx.output(0).to_double_vector();
-  std::vector<double> z = values_or_zeros(ctx, 3, y.size());
-  for (size_t i = 0; i < y.size(); i++) y[i] = activate(act, y[i] + z[i]);
-  ctx.output(0).assign_doubles(y);
+  apply_fused_epilogue(ctx.pool, act, ctx.output(0), nullptr, ctx.has_input(3) ? &ctx.input(3) : nullptr);
 }
 
 // ---- MatMulNBits -----------------------------------------------------------------------
@@ -350,9 +337,9 @@ void register_contrib_attention_kernels(CpuKernelTable& t);
 
 void register_contrib_kernels(CpuKernelTable& t) {
   register_contrib_attention_kernels(t);
-  t["com.microsoft.Gelu"] = {biased_unary_kernel<gelu>};
-  t["com.microsoft.BiasGelu"] = {biased_unary_kernel<gelu>};
-  t["com.microsoft.FastGelu"] = {biased_unary_kernel<tanh_gelu>};
+  t["com.microsoft.Gelu"] = {biased_unary_kernel<gelu, FusedActivation::gelu>};
+  t["com.microsoft.BiasGelu"] = {biased_unary_kernel<gelu, FusedActivation::gelu>};
+  t["com.microsoft.FastGelu"] = {biased_unary_kernel<tanh_gelu, FusedActivation::fast_gelu>};
   t["com.microsoft.QuickGelu"] = {quick_gelu_kernel};
   t["com.microsoft.BiasAdd"] = {bias_add_kernel};
   t["com.microsoft.SkipLayerNormalization"] = {skip_norm_kernel<false>};

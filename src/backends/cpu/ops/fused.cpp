@@ -1,0 +1,303 @@
+// CPU kernels of vlrt's fused ops (src/ops/fused.cpp defines them) and the epilogue FusedConv
+// shares. FusedMatMul's product is the MatMul kernel's, called in one place (fused_matmul_kernel);
+// Attention's per-head products are single-threaded BLAS calls inside its parallel loop over heads.
+#include "backends/cpu/ops/fused.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/vector_math.h"
+#include "ops/fused_semantics.h"
+#include "ops/shape_util.h"
+
+namespace vlrt {
+
+double fused_activate(const FusedActivation& a, double x) {
+  switch (a.kind) {
+    case FusedActivation::none:
+      return x;
+    case FusedActivation::relu:
+      return x > 0 ? x : 0;
+    case FusedActivation::tanh:
+      return std::tanh(x);
+    case FusedActivation::sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case FusedActivation::leaky_relu:
+      return x >= 0 ? x : a.alpha * x;
+    case FusedActivation::clip:
+      return std::min(std::max(x, double(a.alpha)), double(a.beta));
+    case FusedActivation::hard_sigmoid:
+      return std::min(std::max(a.alpha * x + a.beta, 0.0), 1.0);
+    case FusedActivation::hard_swish:
+      return x * std::min(std::max(x / 6 + 0.5, 0.0), 1.0);
+    case FusedActivation::silu:
+      return x / (1 + std::exp(-x));
+    case FusedActivation::gelu:
+      return 0.5 * x * (1 + std::erf(x * M_SQRT1_2));
+    case FusedActivation::fast_gelu:
+      return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+namespace {
+
+// Calls body with the activation as a 4-lane lambda, so that each kind compiles into its own loop.
+template <class Body>
+void with_vector_activation(const FusedActivation& a, const Body& body) {
+  float alpha = a.alpha, beta = a.beta;
+  switch (a.kind) {
+    case FusedActivation::none:
+      return body([](f32x4 x) { return x; });
+    case FusedActivation::relu:
+      return body([](f32x4 x) { return select(x < splat(0.f), splat(0.f), x); });
+    case FusedActivation::tanh:
+      return body([](f32x4 x) { return tanh_f32x4(x); });
+    case FusedActivation::sigmoid:
+      return body([](f32x4 x) { return sigmoid_f32x4(x); });
+    case FusedActivation::leaky_relu:
+      return body([=](f32x4 x) { return select(x < splat(0.f), x * splat(alpha), x); });
+    case FusedActivation::clip:
+      return body([=](f32x4 x) { return clamp(x, alpha, beta); });
+    case FusedActivation::hard_sigmoid:
+      return body([=](f32x4 x) { return clamp(x * splat(alpha) + splat(beta), 0.f, 1.f); });
+    case FusedActivation::hard_swish:
+      return body([](f32x4 x) { return x * clamp(x * splat(1.f / 6) + splat(0.5f), 0.f, 1.f); });
+    case FusedActivation::silu:
+      return body([](f32x4 x) { return x * sigmoid_f32x4(x); });
+    case FusedActivation::gelu:
+      return body([](f32x4 x) { return splat(0.5f) * x * (splat(1.f) + erf_f32x4(x * splat(float(M_SQRT1_2)))); });
+    case FusedActivation::fast_gelu:
+      return body([](f32x4 x) {
+        f32x4 inner = splat(0.7978845608028654f) * (x + splat(0.044715f) * x * x * x);
+        return splat(0.5f) * x * (splat(1.f) + tanh_f32x4(inner));
+      });
+  }
+}
+
+f32x4 load_f32x4(const float* p, int64_t n) {
+  f32x4 v = splat(0.f);
+  std::memcpy(&v, p, size_t(n) * sizeof(float));
+  return v;
+}
+
+// y[i] = f(y[i] + bias[i] + z[i]) for i < n; bias and z may be null. Whole vectors load with a
+// fixed-size copy (one instruction); only the tail goes through the padded form.
+template <class F>
+void epilogue_span(float* y, const float* bias, const float* z, int64_t n, const F& f) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    f32x4 v, t;
+    std::memcpy(&v, y + i, sizeof v);
+    if (bias) {
+      std::memcpy(&t, bias + i, sizeof t);
+      v += t;
+    }
+    if (z) {
+      std::memcpy(&t, z + i, sizeof t);
+      v += t;
+    }
+    v = f(v);
+    std::memcpy(y + i, &v, sizeof v);
+  }
+  if (i < n) {
+    int64_t w = n - i;
+    f32x4 v = load_f32x4(y + i, w);
+    if (bias) v += load_f32x4(bias + i, w);
+    if (z) v += load_f32x4(z + i, w);
+    v = f(v);
+    std::memcpy(y + i, &v, size_t(w) * sizeof(float));
+  }
+}
+
+void epilogue_f32(ThreadPool& pool, const FusedActivation& act, Tensor& y, const Tensor* bias, const Tensor* z) {
+  float* py = y.data<float>();
+  const float* pb = bias ? bias->data<float>() : nullptr;
+  const float* pz = z ? z->data<float>() : nullptr;
+  int64_t n = y.numel();
+  with_vector_activation(act, [&](const auto& f) {
+    if (!pb) {
+      pool.parallel_for(n, [&](int64_t lo, int64_t hi) { epilogue_span(py + lo, nullptr, pz ? pz + lo : nullptr, hi - lo, f); },
+                        1 << 13);
+      return;
+    }
+    int64_t cols = bias->numel(), rows = cols ? n / cols : 0;
+    pool.parallel_for(
+        rows,
+        [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; r++)
+            epilogue_span(py + r * cols, pb, pz ? pz + r * cols : nullptr, cols, f);
+        },
+        std::max<int64_t>(1, (1 << 13) / std::max<int64_t>(cols, 1)));
+  });
+}
+
+}  // namespace
+
+void apply_fused_epilogue(ThreadPool& pool, const FusedActivation& act, Tensor& y, const Tensor* bias,
+                          const Tensor* z) {
+  if (act.kind == FusedActivation::none && !bias && !z) return;
+  if (y.dtype() == DType::f32) return epilogue_f32(pool, act, y, bias, z);
+  std::vector<double> v = y.to_double_vector(), b, zv;
+  if (bias) b = bias->to_double_vector();
+  if (z) zv = z->to_double_vector();
+  for (size_t i = 0; i < v.size(); i++)
+    v[i] = fused_activate(act, v[i] + (bias ? b[i % b.size()] : 0.0) + (z ? zv[i] : 0.0));
+  y.assign_doubles(v);
+}
+
+namespace {
+
+// ---- vlrt.FusedMatMul ------------------------------------------------------------------
+
+Tensor swap_last_axes(const Tensor& t) {
+  Shape s = t.shape(), out = s;
+  std::swap(out[out.size() - 1], out[out.size() - 2]);
+  int64_t r = s[s.size() - 2], c = s[s.size() - 1], batches = r * c != 0 ? t.numel() / (r * c) : 0;
+  std::vector<double> src = t.to_double_vector(), dst(src.size());
+  for (int64_t b = 0; b < batches; b++)
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t j = 0; j < c; j++) dst[size_t(b * r * c + j * r + i)] = src[size_t(b * r * c + i * c + j)];
+  Tensor result(t.dtype(), out);
+  result.assign_doubles(dst);
+  return result;
+}
+
+// Y = act(A B + Bias + Z): the MatMul kernel, then one epilogue pass over Y.
+void fused_matmul_kernel(KernelContext& ctx) {
+  const Tensor* b = &ctx.input(1);
+  Tensor transposed;
+  if (ctx.node.attr_int("transB", 0)) {
+    transposed = swap_last_axes(*b);
+    b = &transposed;
+  }
+  KernelContext product(ctx.node, ctx.opset, ctx.pool, {&ctx.input(0), b}, {&ctx.output(0)});
+  find_cpu_kernel("", "MatMul")->fn(product);
+  apply_fused_epilogue(ctx.pool, fused_conv_activation(ctx.node), ctx.output(0),
+                       ctx.has_input(2) ? &ctx.input(2) : nullptr, ctx.has_input(3) ? &ctx.input(3) : nullptr);
+}
+
+// ---- vlrt.Attention ---------------------------------------------------------------------
+
+// The offset of batch index `flat` (over the logical batch axes) in an operand with these strides.
+int64_t batch_offset(int64_t flat, const Shape& batch, const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (size_t a = batch.size(); a-- > 0;) {
+    off += (flat % batch[a]) * strides[a];
+    flat /= batch[a];
+  }
+  return off;
+}
+
+// Copies a logical [rows, cols] block with the given strides into contiguous memory.
+void gather_block(const float* src, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride, float* dst) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float* s = src + r * row_stride;
+    float* d = dst + r * cols;
+    if (col_stride == 1) {
+      std::memcpy(d, s, size_t(cols) * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < cols; c++) d[c] = s[c * col_stride];
+    }
+  }
+}
+
+// Softmax of each row of scores [rows, n] (plus the mask row, when given), in place.
+void softmax_rows(float* scores, int64_t rows, int64_t n, const float* mask, const std::vector<int64_t>& mask_strides) {
+  size_t r = mask_strides.size();
+  for (int64_t i = 0; i < rows; i++) {
+    float* row = scores + i * n;
+    if (mask)
+      for (int64_t j = 0; j < n; j++) row[j] += mask[i * mask_strides[r - 2] + j * mask_strides[r - 1]];
+    float top = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; j++) top = std::max(top, row[j]);
+    if (top == -std::numeric_limits<float>::infinity()) {
+      std::fill(row, row + n, 0.f);  // every key masked out
+      continue;
+    }
+    f32x4 acc = splat(0.f);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      f32x4 v;
+      std::memcpy(&v, row + j, sizeof v);
+      v = exp_f32x4(v - splat(top));
+      acc += v;
+      std::memcpy(row + j, &v, sizeof v);
+    }
+    float sum = acc[0] + acc[1] + acc[2] + acc[3];
+    for (; j < n; j++) sum += row[j] = std::exp(row[j] - top);
+    float inv = 1 / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+  }
+}
+
+// One (batch) slice: q, k and v gathered contiguous, scores = scale q k^T and the output p v by
+// single-threaded BLAS (the slices run in parallel), the output written through its strides.
+void attend_slice(const AttentionDims& d, float scale, const float* q, const float* k, const float* v,
+                  const float* mask, const std::vector<int64_t>& mask_strides, float* y,
+                  const std::vector<int64_t>& y_strides, std::vector<float>& scratch) {
+  size_t r = d.q_strides.size();
+  scratch.resize(size_t(d.sq * d.d + d.sk * d.d + d.sk * d.dv + d.sq * d.sk + d.sq * d.dv));
+  float* qc = scratch.data();
+  float* kc = qc + d.sq * d.d;
+  float* vc = kc + d.sk * d.d;
+  float* p = vc + d.sk * d.dv;
+  float* out = p + d.sq * d.sk;
+  gather_block(q, d.sq, d.d, d.q_strides[r - 2], d.q_strides[r - 1], qc);
+  gather_block(k, d.sk, d.d, d.k_strides[r - 2], d.k_strides[r - 1], kc);
+  gather_block(v, d.sk, d.dv, d.v_strides[r - 2], d.v_strides[r - 1], vc);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(d.sq), int(d.sk), int(d.d), scale, qc, int(d.d), kc,
+              int(d.d), 0.f, p, int(d.sk));
+  softmax_rows(p, d.sq, d.sk, mask, mask_strides);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.sq), int(d.dv), int(d.sk), 1.f, p, int(d.sk), vc,
+              int(d.dv), 0.f, out, int(d.dv));
+  for (int64_t i = 0; i < d.sq; i++) {
+    float* yr = y + i * y_strides[r - 2];
+    if (y_strides[r - 1] == 1) {
+      std::memcpy(yr, out + i * d.dv, size_t(d.dv) * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < d.dv; c++) yr[c * y_strides[r - 1]] = out[i * d.dv + c];
+    }
+  }
+}
+
+void attention_kernel(KernelContext& ctx) {
+  const Tensor &q = ctx.input(0), &k = ctx.input(1), &v = ctx.input(2);
+  AttentionDims d = attention_dims(ctx.node, q.shape(), k.shape(), v.shape());
+  float scale = ctx.node.attr_float("scale", 1.f);
+  size_t r = q.shape().size();
+  Shape scores = d.batch;
+  scores.push_back(d.sq);
+  scores.push_back(d.sk);
+  const float* mask = ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr;
+  std::vector<int64_t> mask_strides = mask ? broadcast_strides(ctx.input(3).shape(), scores) : std::vector<int64_t>(r, 0);
+  // The logical output [batch..., Sq, Dv] lives in Y permuted by out_perm: logical axis a is Y's
+  // axis at which out_perm names it.
+  std::vector<int64_t> y_contig = contiguous_strides(ctx.output(0).shape()), y_strides(r);
+  for (size_t i = 0; i < r; i++) y_strides[size_t(d.out_perm[i])] = y_contig[i];
+  int64_t slices = shape_numel(d.batch);
+  const float *pq = q.data<float>(), *pk = k.data<float>(), *pv = v.data<float>();
+  float* py = ctx.output(0).data<float>();
+  ctx.pool.parallel_for(slices, [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch;
+    for (int64_t s = lo; s < hi; s++)
+      attend_slice(d, scale, pq + batch_offset(s, d.batch, d.q_strides), pk + batch_offset(s, d.batch, d.k_strides),
+                   pv + batch_offset(s, d.batch, d.v_strides),
+                   mask ? mask + batch_offset(s, d.batch, mask_strides) : nullptr, mask_strides,
+                   py + batch_offset(s, d.batch, y_strides), y_strides, scratch);
+  });
+}
+
+}  // namespace
+
+void register_fused_kernels(CpuKernelTable& t) {
+  t["vlrt.FusedMatMul"] = {fused_matmul_kernel};
+  t["vlrt.Attention"] = {attention_kernel};
+}
+
+}  // namespace vlrt

@@ -1,0 +1,138 @@
+// vlrt's own fused ops (domain "vlrt"), written by the fusion passes (src/passes/fuse_*.cpp);
+// never in a model file. Their semantics, exactly:
+//
+// vlrt.FusedMatMul(A, B, Bias?, Z?) -> Y
+//   Y = act(MatMul(A, B') + Bias + Z), B' = B with its last two axes swapped when transB = 1.
+//   MatMul broadcasting as ONNX MatMul; Bias has shape [N] (added to every row); Z has exactly
+//   Y's shape. Attributes: transB (0), activation ("" = none) and activation_params, as FusedConv's
+//   (ops/contrib_semantics.h lists them).
+//
+// vlrt.Attention(Q, K, V, Mask?) -> Y
+//   Scaled dot-product attention over rank-3 or rank-4 float32 tensors. q_perm, k_perm, v_perm
+//   (default: identity) bring Q, K, V to the logical layout [batch..., S, D]:
+//   q = Transpose(Q, q_perm) [b..., Sq, D], k = Transpose(K, k_perm) [b..., Sk, D],
+//   v = Transpose(V, v_perm) [b..., Sk, Dv], with the same batch axes.
+//   Y = Transpose(Softmax(scale * q k^T + Mask, axis -1) v, out_perm)
+//   Mask (optional, additive) broadcasts to the scores [b..., Sq, Sk]. Attribute scale (float,
+//   required). The permutations let the op read the heads out of [B, S, H, D] without a copy.
+#include "ops/contrib_semantics.h"
+#include "ops/fused_semantics.h"
+#include "ops/op_schema.h"
+#include "ops/shape_util.h"
+
+namespace vlrt {
+
+namespace {
+
+void infer_fused_matmul(InferContext& ctx) {
+  DType t = ctx.input_dtype(0);
+  VLRT_CHECK(dtype_is_float(t), "A must be a floating-point tensor, got ", dtype_name(t));
+  for (size_t i = 1; i < ctx.input_count(); i++)
+    if (ctx.has_input(i))
+      VLRT_CHECK(ctx.input_dtype(i) == t, "input ", i, " is ", dtype_name(ctx.input_dtype(i)), " but A is ",
+                 dtype_name(t), "; they must match");
+  fused_conv_activation(ctx.node);
+  Shape b = ctx.input_shape(1);
+  VLRT_CHECK(b.size() >= 2 || !ctx.node.attr_int("transB", 0), "transB needs B of rank >= 2, got ", shape_str(b));
+  if (ctx.node.attr_int("transB", 0)) std::swap(b[b.size() - 1], b[b.size() - 2]);
+  ValueInfo a_info{t, true, ctx.input_shape(0), {}}, b_info{t, true, b, {}};
+  InferContext inner(ctx.node, ctx.opset, {&a_info, &b_info});
+  find_schema("", "MatMul")->infer(inner);
+  const Shape& y = inner.outputs[0].shape;
+  int64_t n = y.empty() ? 1 : y.back();
+  if (ctx.has_input(2))
+    VLRT_CHECK(ctx.input_shape(2) == Shape{n}, "Bias must have shape [", n, "] (the output's last axis), got ",
+               shape_str(ctx.input_shape(2)));
+  if (ctx.has_input(3))
+    VLRT_CHECK(ctx.input_shape(3) == y, "Z (added before the activation) must have the output's shape ",
+               shape_str(y), ", got ", shape_str(ctx.input_shape(3)));
+  ctx.set_output(0, t, y);
+}
+
+void infer_attention(InferContext& ctx) {
+  for (size_t i = 0; i < ctx.input_count(); i++)
+    if (ctx.has_input(i))
+      VLRT_CHECK(ctx.input_dtype(i) == DType::f32, "input ", i, " must be float32, got ",
+                 dtype_name(ctx.input_dtype(i)));
+  VLRT_CHECK(ctx.node.has_attr("scale"), "the attribute 'scale' is required");
+  AttentionDims d = attention_dims(ctx.node, ctx.input_shape(0), ctx.input_shape(1), ctx.input_shape(2));
+  if (ctx.has_input(3)) {
+    Shape scores = d.batch;
+    scores.push_back(d.sq);
+    scores.push_back(d.sk);
+    const Shape& m = ctx.input_shape(3);
+    VLRT_CHECK(broadcast_shapes(m, scores) == scores, "Mask ", shape_str(m), " must broadcast to the scores ",
+               shape_str(scores));
+  }
+  ctx.set_output(0, DType::f32, d.output);
+}
+
+}  // namespace
+
+namespace {
+
+// perm (default identity) must be a permutation of the operand's axes.
+std::vector<int64_t> attention_perm(const Node& n, const char* attr, size_t rank) {
+  std::vector<int64_t> identity(rank);
+  for (size_t i = 0; i < rank; i++) identity[i] = int64_t(i);
+  std::vector<int64_t> perm = n.attr_ints(attr, identity);
+  std::vector<bool> seen(rank, false);
+  VLRT_CHECK(perm.size() == rank, attr, " has ", perm.size(), " axes, the operand has ", rank);
+  for (int64_t p : perm) {
+    VLRT_CHECK(p >= 0 && p < int64_t(rank) && !seen[size_t(p)], attr, " is not a permutation of ", rank, " axes");
+    seen[size_t(p)] = true;
+  }
+  return perm;
+}
+
+// The logical shape and strides of an operand read through perm.
+std::pair<Shape, std::vector<int64_t>> permuted_view(const Shape& s, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> strides = contiguous_strides(s), view_strides;
+  Shape view;
+  for (int64_t p : perm) {
+    view.push_back(s[size_t(p)]);
+    view_strides.push_back(strides[size_t(p)]);
+  }
+  return {view, view_strides};
+}
+
+}  // namespace
+
+AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, const Shape& v) {
+  size_t rank = q.size();
+  VLRT_CHECK(rank == 3 || rank == 4, "Q must have rank 3 or 4, got ", shape_str(q));
+  VLRT_CHECK(k.size() == rank && v.size() == rank, "Q, K and V must have the same rank, got ", shape_str(q), ", ",
+             shape_str(k), " and ", shape_str(v));
+  auto [qs, qst] = permuted_view(q, attention_perm(n, "q_perm", rank));
+  auto [ks, kst] = permuted_view(k, attention_perm(n, "k_perm", rank));
+  auto [vs, vst] = permuted_view(v, attention_perm(n, "v_perm", rank));
+  AttentionDims d;
+  d.batch.assign(qs.begin(), qs.end() - 2);
+  VLRT_CHECK(Shape(ks.begin(), ks.end() - 2) == d.batch && Shape(vs.begin(), vs.end() - 2) == d.batch,
+             "q, k and v (after their permutations) must share the batch axes, got ", shape_str(qs), ", ",
+             shape_str(ks), " and ", shape_str(vs));
+  d.sq = qs[rank - 2];
+  d.d = qs[rank - 1];
+  d.sk = ks[rank - 2];
+  d.dv = vs[rank - 1];
+  VLRT_CHECK(ks[rank - 1] == d.d, "q and k must have the same head size, got ", shape_str(qs), " and ",
+             shape_str(ks));
+  VLRT_CHECK(vs[rank - 2] == d.sk, "k and v must have the same length, got ", shape_str(ks), " and ",
+             shape_str(vs));
+  d.q_strides = qst;
+  d.k_strides = kst;
+  d.v_strides = vst;
+  d.out_perm = attention_perm(n, "out_perm", rank);
+  Shape logical = d.batch;
+  logical.push_back(d.sq);
+  logical.push_back(d.dv);
+  for (int64_t p : d.out_perm) d.output.push_back(logical[size_t(p)]);
+  return d;
+}
+
+void register_fused_schemas(SchemaTable& t) {
+  t["vlrt.FusedMatMul"] = {infer_fused_matmul, 2, 4};
+  t["vlrt.Attention"] = {infer_attention, 3, 4};
+}
+
+}  // namespace vlrt

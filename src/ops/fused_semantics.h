@@ -1,0 +1,25 @@
+// Semantics of vlrt's fused ops (src/ops/fused.cpp defines them) that shape inference and the
+// kernels share.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// vlrt.Attention's geometry: the logical layout [batch..., S, D] of each operand.
+struct AttentionDims {
+  Shape batch;            // the batch axes shared by q, k, v
+  int64_t sq, sk, d, dv;  // query and key lengths, head sizes of q/k and of v
+  // Per operand (q, k, v): the element stride of each logical axis in the operand's memory.
+  std::vector<int64_t> q_strides, k_strides, v_strides;
+  std::vector<int64_t> out_perm;
+  Shape output;  // Y's shape: the logical [batch..., Sq, Dv] permuted by out_perm
+};
+// Fails naming the operand whose rank, permutation or axes do not fit.
+AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, const Shape& v);
+
+}  // namespace vlrt

@@ -1,0 +1,51 @@
+#include "passes/fusion.h"
+
+#include <cstdlib>
+
+#include "passes/fusion_graph.h"
+
+namespace vlrt {
+
+FusionOptions FusionOptions::none() {
+  FusionOptions o;
+  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = false;
+  return o;
+}
+
+bool reference_kernels_requested() {
+  const char* v = std::getenv(kReferenceKernelsEnv);
+  return v && *v && std::string(v) != "0";
+}
+
+FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
+  using Pass = void (*)(FusionGraph&, FusionCounts&);
+  // Order matters: Gelu and LayerNorm become single nodes before the passes that take an
+  // activation into an epilogue; attention takes its MatMuls before the bias fusion looks at them.
+  const std::pair<bool, Pass> passes[] = {
+      {options.layer_norm, fuse_layer_norm},   {options.gelu, fuse_gelu},
+      {options.conv_batchnorm, fuse_conv_batchnorm}, {options.conv_activation, fuse_conv_activation},
+      {options.attention, fuse_attention},     {options.matmul, fuse_matmul},
+  };
+  bool any = false;
+  for (auto& [on, pass] : passes) any = any || on;
+  FusionReport report;
+  if (!any) return report;
+  ShapeFacts facts(model, host);
+  FusionGraph graph(model, facts);
+  for (auto& [on, pass] : passes) {
+    if (!on) continue;
+    FusionCounts counts;
+    pass(graph, counts);
+    for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
+  }
+  graph.finish();
+  return report;
+}
+
+std::string describe(const FusionReport& report) {
+  std::string s;
+  for (auto& [pattern, n] : report) s += cat(s.empty() ? "" : ", ", n, " ", pattern);
+  return s.empty() ? "nothing" : s;
+}
+
+}  // namespace vlrt

@@ -1,0 +1,43 @@
+// Fusion: rewrites chains of nodes into one node whose kernel makes one pass over memory
+// (Conv+BatchNormalization folded, Conv+Add+activation as FusedConv, MatMul/Gemm+bias+activation
+// as vlrt.FusedMatMul, LayerNormalization and Gelu subgraphs, scaled dot-product attention).
+// Every fused op has a CPU reference kernel; the fused graph computes what the original did.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/graph.h"
+
+namespace vlrt {
+
+// Which passes run; each can be switched off on its own (tests compare fused and unfused graphs).
+struct FusionOptions {
+  bool conv_batchnorm = true;
+  bool conv_activation = true;
+  bool matmul = true;
+  bool layer_norm = true;
+  bool gelu = true;
+  bool attention = true;
+  // Every pass off.
+  static FusionOptions none();
+};
+
+// The environment variable that runs models as written, with plain kernels and no fusion.
+inline constexpr const char* kReferenceKernelsEnv = "VLRT_REFERENCE_KERNELS";
+// True when VLRT_REFERENCE_KERNELS is set to something other than "" or "0".
+bool reference_kernels_requested();
+
+// Per pattern, how many were fused, in the order the passes ran ("Conv+Add+Relu", 16).
+using FusionReport = std::vector<std::pair<std::string, size_t>>;
+
+// Runs the enabled passes over the model's main graph (subgraphs are left as written). `host`
+// infers shapes for the checks that need them. Returns what was fused.
+FusionReport fuse(Model& model, const FusionOptions& options, Backend& host);
+
+// "53 Conv+BatchNormalization, 16 Conv+Add+Relu" ("nothing" when empty).
+std::string describe(const FusionReport& report);
+
+}  // namespace vlrt

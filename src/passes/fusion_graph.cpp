@@ -1,0 +1,229 @@
+#include "passes/fusion_graph.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace vlrt {
+
+namespace {
+
+// The sizes every symbolic input dimension takes in the two probes: distinct, not 1 (which
+// broadcasts), and small enough for image and sequence axes alike.
+constexpr int64_t kProbeSizes[2] = {32, 48};
+
+}  // namespace
+
+ShapeFacts::ShapeFacts(const Model& model, Backend& host) {
+  for (int p = 0; p < 2; p++) {
+    std::unordered_map<std::string, ValueInfo> inputs;
+    for (auto& d : model.graph.inputs) {
+      if (!d.has_shape || d.dtype == DType::undefined) return;
+      ValueInfo v;
+      v.dtype = d.dtype;
+      v.shape_known = true;
+      for (auto& dim : d.dims) v.shape.push_back(dim.value >= 0 ? dim.value : kProbeSizes[p]);
+      inputs[d.name] = v;
+    }
+    try {
+      probes_[p] = infer_shapes(model, inputs, host);
+    } catch (const Error&) {
+      probes_[0].reset();
+      probes_[1].reset();
+      return;
+    }
+  }
+}
+
+const ValueInfo* ShapeFacts::info(int probe, const std::string& v) const {
+  if (!probes_[probe]) return nullptr;
+  auto it = probes_[probe]->values.find(v);
+  return it == probes_[probe]->values.end() || !it->second.shape_known ? nullptr : &it->second;
+}
+
+std::optional<Shape> ShapeFacts::static_shape(const std::string& v) const {
+  const ValueInfo *a = info(0, v), *b = info(1, v);
+  if (!a || !b || a->shape != b->shape) return std::nullopt;
+  return a->shape;
+}
+
+std::optional<Shape> ShapeFacts::trailing_shape(const std::string& v, size_t k) const {
+  const ValueInfo *a = info(0, v), *b = info(1, v);
+  if (!a || !b || a->shape.size() < k || b->shape.size() != a->shape.size()) return std::nullopt;
+  Shape ta(a->shape.end() - long(k), a->shape.end()), tb(b->shape.end() - long(k), b->shape.end());
+  if (ta != tb) return std::nullopt;
+  return ta;
+}
+
+std::optional<size_t> ShapeFacts::rank(const std::string& v) const {
+  const ValueInfo *a = info(0, v), *b = info(1, v);
+  if (!a || !b || a->shape.size() != b->shape.size()) return std::nullopt;
+  return a->shape.size();
+}
+
+DType ShapeFacts::dtype(const std::string& v) const {
+  const ValueInfo* a = info(0, v);
+  return a ? a->dtype : DType::undefined;
+}
+
+bool ShapeFacts::same_shape(const std::string& a, const std::string& b) const {
+  for (int p = 0; p < 2; p++) {
+    const ValueInfo *x = info(p, a), *y = info(p, b);
+    if (!x || !y || x->shape != y->shape) return false;
+  }
+  return true;
+}
+
+FusionGraph::FusionGraph(Model& model, const ShapeFacts& facts) : model(model), facts(facts) {
+  alive_.assign(size(), true);
+  for (size_t i = 0; i < size(); i++) {
+    index_node(i);
+    for (auto& v : implicit_inputs(node(i))) pinned_.insert(v);
+  }
+  for (auto& o : model.graph.outputs) pinned_.insert(o.name);
+}
+
+void FusionGraph::index_node(size_t i) {
+  for (auto& in : node(i).inputs)
+    if (!in.empty()) users_[in].push_back(i);
+  for (auto& out : node(i).outputs)
+    if (!out.empty()) producers_[out] = i;
+}
+
+Node* FusionGraph::producer(const std::string& v) {
+  int i = producer_index(v);
+  return i < 0 ? nullptr : &node(size_t(i));
+}
+
+int FusionGraph::producer_index(const std::string& v) const {
+  auto it = producers_.find(v);
+  return it == producers_.end() || !alive_[it->second] ? -1 : int(it->second);
+}
+
+std::vector<size_t> FusionGraph::users(const std::string& v) const {
+  std::vector<size_t> live;
+  auto it = users_.find(v);
+  if (it == users_.end()) return live;
+  for (size_t i : it->second)
+    if (alive_[i]) {
+      // a node indexed again after replace() is listed once per reading input
+      size_t reads = size_t(std::count(model.graph.nodes[i].inputs.begin(), model.graph.nodes[i].inputs.end(), v));
+      if (size_t(std::count(live.begin(), live.end(), i)) < reads) live.push_back(i);
+    }
+  return live;
+}
+
+bool FusionGraph::single_use(const std::string& v) const { return !pinned_.count(v) && users(v).size() == 1; }
+
+const Tensor* FusionGraph::constant(const std::string& v) const {
+  auto it = model.graph.initializers.find(v);
+  return it == model.graph.initializers.end() ? nullptr : &it->second;
+}
+
+std::optional<double> FusionGraph::scalar(const std::string& v) const {
+  const Tensor* t = constant(v);
+  if (!t || t->numel() != 1 || !dtype_is_float(t->dtype())) return std::nullopt;
+  return t->to_double_vector()[0];
+}
+
+std::string FusionGraph::add_constant(const std::string& base, const Tensor& t) {
+  std::string name = base;
+  for (int k = 1; model.graph.initializers.count(name) || producers_.count(name); k++) name = cat(base, "_", k);
+  model.graph.initializers[name] = t;
+  return name;
+}
+
+void FusionGraph::remove(size_t i) { alive_[i] = false; }
+
+void FusionGraph::replace(size_t i, Node fused) {
+  node(i) = std::move(fused);
+  index_node(i);
+}
+
+void FusionGraph::finish() {
+  Graph& g = model.graph;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < size(); i++)
+    if (alive_[i]) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  topo_sort(g);
+  std::unordered_set<std::string> read(pinned_.begin(), pinned_.end());
+  for (auto& n : g.nodes)
+    for (auto& in : n.inputs) read.insert(in);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();)
+    it = read.count(it->first) ? std::next(it) : g.initializers.erase(it);
+  alive_.assign(size(), true);
+  producers_.clear();
+  users_.clear();
+  for (size_t i = 0; i < size(); i++) index_node(i);
+}
+
+std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v) {
+  std::vector<size_t> users = g.users(v);
+  if (g.facts.dtype(v) != DType::f32 && g.facts.dtype(v) != DType::undefined) return std::nullopt;
+  FusableActivation a;
+  // x * Sigmoid(x): v feeds the Sigmoid and the Mul.
+  if (users.size() == 2) {
+    for (int s = 0; s < 2; s++) {
+      Node &sig = g.node(users[size_t(s)]), &mul = g.node(users[size_t(1 - s)]);
+      if (sig.op_type != "Sigmoid" || !sig.domain.empty() || mul.op_type != "Mul" || !mul.domain.empty()) continue;
+      const std::string& gate = sig.outputs[0];
+      bool pair = (mul.inputs[0] == v && mul.inputs[1] == gate) || (mul.inputs[1] == v && mul.inputs[0] == gate);
+      if (!pair || !g.single_use(gate) || g.pinned(v)) continue;
+      a.name = "SiLU";
+      a.nodes = {users[size_t(s)], users[size_t(1 - s)]};
+      a.output = mul.outputs[0];
+      return a;
+    }
+    return std::nullopt;
+  }
+  if (users.size() != 1 || !g.single_use(v)) return std::nullopt;
+  Node& n = g.node(users[0]);
+  if (n.outputs.size() != 1 || n.inputs.empty() || n.inputs[0] != v) return std::nullopt;
+  static const char* const kPlain[] = {"Relu", "Sigmoid", "Tanh", "HardSwish"};
+  if (n.domain.empty()) {
+    if (std::find(std::begin(kPlain), std::end(kPlain), n.op_type) != std::end(kPlain)) {
+      a.name = n.op_type;
+    } else if (n.op_type == "LeakyRelu") {
+      a.name = n.op_type;
+      a.params = {n.attr_float("alpha", 0.01f)};
+    } else if (n.op_type == "HardSigmoid") {
+      a.name = n.op_type;
+      a.params = {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)};
+    } else if (n.op_type == "Clip") {
+      float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+      for (size_t i = 1; i < n.inputs.size(); i++) {
+        if (n.inputs[i].empty()) continue;
+        std::optional<double> bound = g.scalar(n.inputs[i]);
+        if (!bound) return std::nullopt;
+        (i == 1 ? lo : hi) = float(*bound);
+      }
+      a.name = "Clip";
+      a.params = {lo, hi};
+    } else {
+      return std::nullopt;
+    }
+  } else if (n.domain == "com.microsoft" && (n.op_type == "Gelu" || n.op_type == "FastGelu") &&
+             n.inputs.size() == 1) {
+    a.name = n.op_type;
+  } else {
+    return std::nullopt;
+  }
+  a.nodes = {users[0]};
+  a.output = n.outputs[0];
+  return a;
+}
+
+void set_activation(Node& n, const FusableActivation& a) {
+  Attribute name;
+  name.kind = Attribute::Kind::s;
+  name.s = a.name;
+  n.attrs["activation"] = name;
+  if (!a.params.empty()) {
+    Attribute params;
+    params.kind = Attribute::Kind::floats;
+    params.floats = a.params;
+    n.attrs["activation_params"] = params;
+  }
+}
+
+}  // namespace vlrt

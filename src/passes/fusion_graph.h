@@ -1,0 +1,108 @@
+// What the fusion passes (fuse_*.cpp) share: a graph being rewritten, with its users and
+// producers, its constants, and the shapes every value has whatever the symbolic input sizes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backends/backend.h"
+#include "graph/graph.h"
+#include "passes/shape_inference.h"
+
+namespace vlrt {
+
+// Shapes that hold for every input size: the graph is shape-inferred twice, with every symbolic
+// input dimension set to one probe size and then to another, and a fact is taken only when both
+// agree. Empty (no facts) when an input has no declared shape or either probe fails.
+class ShapeFacts {
+ public:
+  ShapeFacts() = default;
+  ShapeFacts(const Model& model, Backend& host);
+
+  // The value's shape when it is the same under both probes (no symbolic axis).
+  std::optional<Shape> static_shape(const std::string& v) const;
+  // The last k axes of the value when they are the same under both probes.
+  std::optional<Shape> trailing_shape(const std::string& v, size_t k) const;
+  // The value's rank, when known.
+  std::optional<size_t> rank(const std::string& v) const;
+  DType dtype(const std::string& v) const;  // undefined when unknown
+  // a and b have equal shapes under both probes.
+  bool same_shape(const std::string& a, const std::string& b) const;
+
+ private:
+  const ValueInfo* info(int probe, const std::string& v) const;
+  std::optional<InferredGraph> probes_[2];
+};
+
+// A graph under rewriting. A pass replaces the last node of a pattern by the fused node (so every
+// input of the fused node is computed before it) and removes the others; finish() compacts the
+// node list, re-sorts it and drops initializers nothing reads any more.
+class FusionGraph {
+ public:
+  FusionGraph(Model& model, const ShapeFacts& facts);
+
+  Model& model;
+  const ShapeFacts& facts;
+
+  size_t size() const { return model.graph.nodes.size(); }
+  bool alive(size_t i) const { return alive_[i]; }
+  Node& node(size_t i) { return model.graph.nodes[i]; }
+  // The live node producing v, or nullptr (a graph input or an initializer).
+  Node* producer(const std::string& v);
+  int producer_index(const std::string& v) const;
+  // The live nodes reading v (a node reading it twice is listed twice).
+  std::vector<size_t> users(const std::string& v) const;
+  // v is read by exactly one live node, and is neither a graph output nor read by a subgraph.
+  bool single_use(const std::string& v) const;
+  // v is a graph output or read by a subgraph: it must stay.
+  bool pinned(const std::string& v) const { return pinned_.count(v) != 0; }
+  // The initializer named v, or nullptr.
+  const Tensor* constant(const std::string& v) const;
+  // A constant holding one value (any shape of one element): that value.
+  std::optional<double> scalar(const std::string& v) const;
+
+  // Adds an initializer named after `base`, unique in the graph; returns its name.
+  std::string add_constant(const std::string& base, const Tensor& t);
+  void remove(size_t i);
+  // Puts `fused` in node i's place.
+  void replace(size_t i, Node fused);
+  void finish();
+
+ private:
+  void index_node(size_t i);
+  std::vector<bool> alive_;
+  std::unordered_map<std::string, size_t> producers_;
+  std::unordered_map<std::string, std::vector<size_t>> users_;
+  std::unordered_set<std::string> pinned_;  // graph outputs and subgraph reads
+};
+
+// The report of one fusion pass: how many of each pattern it fused ("Conv+Add+Relu" -> 16).
+using FusionCounts = std::map<std::string, size_t>;
+
+// The passes, one per family (each in its own fuse_*.cpp).
+void fuse_conv_batchnorm(FusionGraph& g, FusionCounts& counts);
+void fuse_conv_activation(FusionGraph& g, FusionCounts& counts);
+void fuse_matmul(FusionGraph& g, FusionCounts& counts);
+void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
+void fuse_gelu(FusionGraph& g, FusionCounts& counts);
+void fuse_attention(FusionGraph& g, FusionCounts& counts);
+
+// The activation node that follows value v as its only user, fusable into a kernel's epilogue:
+// Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft
+// Gelu and FastGelu (without bias), and x * Sigmoid(x) (SiLU, two nodes). Fills the activation
+// attributes as FusedConv spells them and the nodes to remove; false when there is none.
+struct FusableActivation {
+  std::string name;                // "Relu", "SiLU", ...
+  std::vector<float> params;       // activation_params
+  std::vector<size_t> nodes;       // the activation's nodes; the last one produces `output`
+  std::string output;
+};
+std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v);
+// Writes activation and activation_params into a fused node.
+void set_activation(Node& n, const FusableActivation& a);
+
+}  // namespace vlrt

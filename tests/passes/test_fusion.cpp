@@ -1,0 +1,356 @@
+// The fusion passes: each test builds a small graph with awkward sizes (channels not a multiple
+// of 16, batch 2 under a symbolic batch axis), checks what the pass made of it and that the fused
+// session computes what the unfused one does. Cases where a pass must not fire keep their nodes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "exec/session.h"
+#include "op_test_util.h"
+
+namespace vlrt {
+
+namespace {
+
+using test::attr_f;
+using test::attr_i;
+using test::attr_ints;
+using test::attr_s;
+using Attrs = std::map<std::string, Attribute>;
+
+Tensor random(Shape s, uint32_t seed, float lo = -1, float hi = 1) {
+  Tensor t(DType::f32, s);
+  uint32_t x = seed * 2654435761u + 12345;
+  for (int64_t i = 0; i < t.numel(); i++) {
+    x = x * 1664525u + 1013904223u;
+    t.data<float>()[i] = lo + (hi - lo) * float(x >> 8) / float(1 << 24);
+  }
+  return t;
+}
+
+Tensor scalar(float v) { return test::f32({v}, {}); }
+
+// A model written node by node; inputs may have a symbolic first axis ("N").
+struct Builder {
+  Model m;
+  int next = 0;
+  Builder() { m.opsets[""] = 18; }
+
+  std::string input(const std::string& name, Shape dims, bool symbolic_batch = true) {
+    ValueDecl d;
+    d.name = name;
+    d.dtype = DType::f32;
+    d.has_shape = true;
+    for (size_t i = 0; i < dims.size(); i++)
+      d.dims.push_back(i == 0 && symbolic_batch ? Dim{-1, "N"} : Dim{dims[i], ""});
+    m.graph.inputs.push_back(d);
+    return name;
+  }
+  std::string constant(const Tensor& t) {
+    std::string name = "c" + std::to_string(next++);
+    m.graph.initializers[name] = t;
+    return name;
+  }
+  std::string node(const std::string& op, std::vector<std::string> inputs, Attrs attrs = {},
+                   const std::string& domain = "") {
+    Node n;
+    n.name = op + std::to_string(next);
+    n.op_type = op;
+    n.domain = domain;
+    n.inputs = std::move(inputs);
+    n.outputs = {"v" + std::to_string(next++)};
+    n.attrs = std::move(attrs);
+    m.graph.nodes.push_back(n);
+    return n.outputs[0];
+  }
+  void output(const std::string& v) {
+    ValueDecl d;
+    d.name = v;
+    m.graph.outputs.push_back(d);
+  }
+};
+
+std::map<std::string, int> op_counts(const Model& m) {
+  std::map<std::string, int> c;
+  for (auto& n : m.graph.nodes) c[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type]++;
+  return c;
+}
+
+struct Compared {
+  std::map<std::string, int> ops;  // of the fused graph
+  FusionReport report;
+};
+
+// Runs the model fused (with `options`) and unfused on the same inputs; outputs must agree.
+Compared run_both(const Model& model, const TensorMap& inputs, FusionOptions options = {}, double atol = 1e-5) {
+  SessionOptions plain;
+  plain.threads = 2;
+  plain.fusion = FusionOptions::none();
+  SessionOptions fused = plain;
+  fused.fusion = options;
+  Session a(model, plain), b(model, fused);
+  TensorMap want = a.run(inputs), got = b.run(inputs);
+  EXPECT_EQ(want.size(), got.size());
+  for (auto& [name, t] : want) test::expect_close(got.at(name), t, atol, 1e-4);
+  return {op_counts(b.model()), b.fusion_report()};
+}
+
+std::string report_of(const Compared& c) { return describe(c.report); }
+
+// ---- Conv ---------------------------------------------------------------------------------
+
+Attrs conv_attrs() { return {{"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({1, 2})}}; }
+
+TEST(Fusion, BatchNormalizationFoldsIntoConvAndConvTranspose) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7});
+  auto bn = [&](const std::string& v, int64_t c, uint32_t seed) {
+    return b.node("BatchNormalization",
+                  {v, b.constant(random({c}, seed, 0.5f, 1.5f)), b.constant(random({c}, seed + 1)),
+                   b.constant(random({c}, seed + 2)), b.constant(random({c}, seed + 3, 0.2f, 2.f))},
+                  {{"epsilon", attr_f(1e-3f)}});
+  };
+  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1)), b.constant(random({6}, 2))}, conv_attrs());
+  y = bn(y, 6, 10);
+  std::string t = b.node("ConvTranspose", {y, b.constant(random({6, 3, 2, 2}, 3))},
+                         {{"group", attr_i(3)}, {"strides", attr_ints({2, 2})}});  // 9 output channels
+  b.output(bn(t, 9, 20));
+  Compared c = run_both(b.m, {{"x", random({2, 5, 9, 7}, 4)}}, {}, 1e-4);
+  EXPECT_EQ(c.ops.count("BatchNormalization"), 0u);
+  EXPECT_EQ(report_of(c), "1 Conv+BatchNormalization, 1 ConvTranspose+BatchNormalization");
+}
+
+TEST(Fusion, BatchNormalizationStaysWhenTheConvOutputHasAnotherUser) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 6, 6});
+  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 1, 1}, 1))});
+  b.output(b.node("BatchNormalization", {y, b.constant(random({6}, 5, 0.5f, 1.5f)), b.constant(random({6}, 6)),
+                                         b.constant(random({6}, 7)), b.constant(random({6}, 8, 0.2f, 2.f))}));
+  b.output(y);
+  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 4)}});
+  EXPECT_EQ(c.ops["BatchNormalization"], 1);
+  EXPECT_EQ(c.ops["Conv"], 1);
+}
+
+TEST(Fusion, ConvResidualAddAndReluBecomeOneFusedConv) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7}), z = b.input("z", {2, 6, 9, 4});
+  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1)), b.constant(random({6}, 2))}, conv_attrs());
+  std::string sum = b.node("Add", {z, y});  // the residual first
+  b.output(b.node("Relu", {sum}));
+  b.output(b.node("Neg", {z}));  // the residual has another user: it stays an input
+  Compared c = run_both(b.m, {{"x", random({2, 5, 9, 7}, 3)}, {"z", random({2, 6, 9, 4}, 4)}});
+  EXPECT_EQ(c.ops["com.microsoft.FusedConv"], 1);
+  EXPECT_EQ(c.ops.count("Add") + c.ops.count("Relu") + c.ops.count("Conv"), 0u);
+  EXPECT_EQ(report_of(c), "1 Conv+Add+Relu");
+}
+
+TEST(Fusion, ABroadcastResidualIsNotFused) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 6, 6}), z = b.input("z", {1, 6, 1, 1}, false);
+  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1))}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  b.output(b.node("Relu", {b.node("Add", {y, z})}));
+  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 3)}, {"z", random({1, 6, 1, 1}, 4)}});
+  EXPECT_EQ(c.ops["Conv"], 1);
+  EXPECT_EQ(c.ops["Add"], 1);
+  EXPECT_EQ(c.ops.count("com.microsoft.FusedConv"), 0u);
+}
+
+TEST(Fusion, ConvKeepsItsActivationWhenTheConvOutputIsAGraphOutput) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 6, 6});
+  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 1, 1}, 1))});
+  b.output(b.node("Relu", {y}));
+  b.output(y);
+  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 3)}});
+  EXPECT_EQ(c.ops["Relu"], 1);
+  EXPECT_EQ(c.ops.count("com.microsoft.FusedConv"), 0u);
+}
+
+TEST(Fusion, EveryActivationFusesIntoConv) {
+  struct Case {
+    std::string op;
+    Attrs attrs;
+    std::vector<float> bounds;  // Clip's constant min, max
+    std::string pattern;
+  };
+  std::vector<Case> cases = {
+      {"Relu", {}, {}, "Conv+Relu"},
+      {"Clip", {}, {0.f, 6.f}, "Conv+Clip"},
+      {"LeakyRelu", {{"alpha", attr_f(0.3f)}}, {}, "Conv+LeakyRelu"},
+      {"Sigmoid", {}, {}, "Conv+Sigmoid"},
+      {"Tanh", {}, {}, "Conv+Tanh"},
+      {"HardSigmoid", {{"alpha", attr_f(0.25f)}, {"beta", attr_f(0.4f)}}, {}, "Conv+HardSigmoid"},
+      {"HardSwish", {}, {}, "Conv+HardSwish"},
+      {"SiLU", {}, {}, "Conv+SiLU"},
+  };
+  for (auto& k : cases) {
+    SCOPED_TRACE(k.op);
+    Builder b;
+    std::string x = b.input("x", {2, 3, 5, 7});
+    std::string y = b.node("Conv", {x, b.constant(random({7, 3, 3, 3}, 1, -2, 2)), b.constant(random({7}, 2))},
+                           {{"pads", attr_ints({1, 1, 1, 1})}});
+    if (k.op == "SiLU") {
+      b.output(b.node("Mul", {b.node("Sigmoid", {y}), y}));
+    } else if (k.op == "Clip") {
+      b.output(b.node("Clip", {y, b.constant(scalar(k.bounds[0])), b.constant(scalar(k.bounds[1]))}));
+    } else {
+      b.output(b.node(k.op, {y}, k.attrs));
+    }
+    Compared c = run_both(b.m, {{"x", random({2, 3, 5, 7}, 3, -2, 2)}});
+    EXPECT_EQ(report_of(c), "1 " + k.pattern);
+    EXPECT_EQ(c.ops.size(), 1u);
+  }
+}
+
+// ---- MatMul / Gemm ------------------------------------------------------------------------
+
+// 0.5 * x * (1 + erf(x / sqrt 2)) as torch writes it.
+std::string erf_gelu(Builder& b, const std::string& x) {
+  std::string e = b.node("Erf", {b.node("Div", {x, b.constant(scalar(float(M_SQRT2)))})});
+  std::string a = b.node("Add", {e, b.constant(scalar(1.f))});
+  return b.node("Mul", {b.node("Mul", {x, a}), b.constant(scalar(0.5f))});
+}
+
+TEST(Fusion, MatMulBiasAndGeluBecomeFusedMatMul) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 20});
+  std::string y = b.node("MatMul", {x, b.constant(random({20, 13}, 1))});
+  y = b.node("Add", {b.constant(random({13}, 2)), y});
+  b.output(erf_gelu(b, y));
+  Compared c = run_both(b.m, {{"x", random({2, 5, 20}, 3, -2, 2)}});
+  EXPECT_EQ(report_of(c), "1 Gelu subgraph (erf), 1 MatMul+Add+Gelu");
+  EXPECT_EQ(c.ops.size(), 1u);
+  EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
+}
+
+TEST(Fusion, MatMulResidualFusesUnlessTheSumHasAnotherUser) {
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared);
+    Builder b;
+    std::string x = b.input("x", {2, 5, 20}), z = b.input("z", {2, 5, 13});
+    std::string y = b.node("MatMul", {x, b.constant(random({20, 13}, 1))});
+    std::string biased = b.node("Add", {y, b.constant(random({1, 1, 13}, 2))});
+    b.output(b.node("Add", {biased, z}));
+    if (shared) b.output(b.node("Neg", {biased}));
+    Compared c = run_both(b.m, {{"x", random({2, 5, 20}, 3)}, {"z", random({2, 5, 13}, 4)}});
+    EXPECT_EQ(report_of(c), shared ? "1 MatMul+Add" : "1 MatMul+Add+Add");
+  }
+}
+
+TEST(Fusion, GemmWithTransposedWeightsAndReluBecomesFusedMatMul) {
+  Builder b;
+  std::string x = b.input("x", {3, 20});
+  std::string y = b.node("Gemm", {x, b.constant(random({13, 20}, 1)), b.constant(random({13}, 2))},
+                         {{"transB", attr_i(1)}});
+  b.output(b.node("Relu", {y}));
+  Compared c = run_both(b.m, {{"x", random({3, 20}, 3)}});
+  EXPECT_EQ(report_of(c), "1 Gemm+Relu");
+  EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
+}
+
+// ---- LayerNormalization and Gelu ------------------------------------------------------------
+
+TEST(Fusion, LayerNormalizationSubgraphBecomesOneNode) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 19});
+  std::string axes = b.constant(test::i64({-1}, {1}));
+  std::string mean = b.node("ReduceMean", {x, axes});
+  std::string d = b.node("Sub", {x, mean});
+  std::string var = b.node("ReduceMean", {b.node("Pow", {d, b.constant(scalar(2.f))}), axes});
+  std::string s = b.node("Sqrt", {b.node("Add", {var, b.constant(scalar(1e-5f))})});
+  std::string n = b.node("Div", {d, s});
+  b.output(b.node("Add", {b.node("Mul", {n, b.constant(random({19}, 1))}), b.constant(random({19}, 2))}));
+  Compared c = run_both(b.m, {{"x", random({2, 5, 19}, 3, -3, 3)}});
+  EXPECT_EQ(report_of(c), "1 LayerNormalization subgraph");
+  EXPECT_EQ(c.ops.size(), 1u);
+  EXPECT_EQ(c.ops["LayerNormalization"], 1);
+}
+
+TEST(Fusion, TanhGeluSubgraphBecomesFastGelu) {
+  Builder b;
+  std::string x = b.input("x", {2, 37});
+  std::string cube = b.node("Pow", {x, b.constant(scalar(3.f))});
+  std::string inner = b.node("Add", {x, b.node("Mul", {cube, b.constant(scalar(0.044715f))})});
+  std::string t = b.node("Tanh", {b.node("Mul", {inner, b.constant(scalar(0.7978845608028654f))})});
+  std::string a = b.node("Add", {t, b.constant(scalar(1.f))});
+  b.output(b.node("Mul", {b.node("Mul", {x, b.constant(scalar(0.5f))}), a}));
+  Compared c = run_both(b.m, {{"x", random({2, 37}, 3, -4, 4)}});
+  EXPECT_EQ(report_of(c), "1 FastGelu subgraph (tanh)");
+  EXPECT_EQ(c.ops["com.microsoft.FastGelu"], 1);
+}
+
+// ---- Attention ----------------------------------------------------------------------------
+
+// BERT's form: heads [B, S, H, D] transposed in, 1 / sqrt(D) as a Div, an additive [B, 1, 1, S]
+// mask, the output transposed back.
+TEST(Fusion, BertAttentionBecomesOneNode) {
+  Builder b;
+  std::string q = b.input("q", {2, 7, 3, 12}), k = b.input("k", {2, 7, 3, 12}), v = b.input("v", {2, 7, 3, 12});
+  std::string mask = b.input("mask", {2, 1, 1, 7});
+  std::string qt = b.node("Transpose", {q}, {{"perm", attr_ints({0, 2, 1, 3})}});
+  std::string kt = b.node("Transpose", {k}, {{"perm", attr_ints({0, 2, 3, 1})}});
+  std::string vt = b.node("Transpose", {v}, {{"perm", attr_ints({0, 2, 1, 3})}});
+  std::string s = b.node("Div", {b.node("MatMul", {qt, kt}), b.constant(scalar(std::sqrt(12.f)))});
+  std::string p = b.node("Softmax", {b.node("Add", {s, mask})}, {{"axis", attr_i(-1)}});
+  b.output(b.node("Transpose", {b.node("MatMul", {p, vt})}, {{"perm", attr_ints({0, 2, 1, 3})}}));
+  Tensor m = random({2, 1, 1, 7}, 9);
+  for (int64_t i = 0; i < m.numel(); i++) m.data<float>()[i] = m.data<float>()[i] > 0.5f ? -10000.f : 0.f;
+  Compared c = run_both(b.m, {{"q", random({2, 7, 3, 12}, 1, -2, 2)},
+                               {"k", random({2, 7, 3, 12}, 2, -2, 2)},
+                               {"v", random({2, 7, 3, 12}, 3)},
+                               {"mask", m}});
+  EXPECT_EQ(report_of(c), "1 Attention+mask");
+  EXPECT_EQ(c.ops.size(), 1u);
+}
+
+// torchvision ViT's form: [B*H, S, D] operands, the scale applied to q, k^T by Transpose [1, 2, 0]
+// of [S, B*H, D].
+TEST(Fusion, VitAttentionOnRank3OperandsBecomesOneNode) {
+  Builder b;
+  std::string q = b.input("q", {6, 5, 10}, false), k = b.input("k", {5, 6, 10}, false),
+              v = b.input("v", {6, 5, 10}, false);
+  std::string qs = b.node("Div", {q, b.constant(scalar(std::sqrt(10.f)))});
+  std::string kt = b.node("Transpose", {k}, {{"perm", attr_ints({1, 2, 0})}});
+  std::string p = b.node("Softmax", {b.node("MatMul", {qs, kt})}, {{"axis", attr_i(-1)}});
+  b.output(b.node("MatMul", {p, v}));
+  Compared c = run_both(b.m, {{"q", random({6, 5, 10}, 1, -2, 2)},
+                               {"k", random({5, 6, 10}, 2, -2, 2)},
+                               {"v", random({6, 5, 10}, 3)}});
+  EXPECT_EQ(report_of(c), "1 Attention");
+  EXPECT_EQ(c.ops.size(), 1u);
+}
+
+TEST(Fusion, ScoresWithAnotherUserAreNotFused) {
+  Builder b;
+  std::string q = b.input("q", {2, 4, 8}), k = b.input("k", {2, 8, 4});
+  std::string s = b.node("MatMul", {q, k});
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {{"axis", attr_i(-1)}}), q}));
+  b.output(s);
+  Compared c = run_both(b.m, {{"q", random({2, 4, 8}, 1)}, {"k", random({2, 8, 4}, 2)}});
+  EXPECT_EQ(c.ops["Softmax"], 1);
+}
+
+// ---- Switches -----------------------------------------------------------------------------
+
+TEST(Fusion, ReferenceKernelsSwitchTurnsEveryPassOff) {
+  Builder b;
+  std::string x = b.input("x", {2, 3, 5, 5});
+  b.output(b.node("Relu", {b.node("Conv", {x, b.constant(random({4, 3, 1, 1}, 1))})}));
+  setenv(kReferenceKernelsEnv, "1", 1);
+  Session off(b.m);
+  unsetenv(kReferenceKernelsEnv);
+  Session on(b.m);
+  EXPECT_EQ(op_counts(off.model()).count("com.microsoft.FusedConv"), 0u);
+  EXPECT_TRUE(off.fusion_report().empty());
+  EXPECT_EQ(op_counts(on.model())["com.microsoft.FusedConv"], 1);
+  SessionOptions no_conv;
+  no_conv.fusion.conv_activation = false;
+  Session some(b.m, no_conv);
+  EXPECT_EQ(op_counts(some.model())["Relu"], 1);
+}
+
+}  // namespace
+
+}  // namespace vlrt
