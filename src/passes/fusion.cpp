@@ -12,11 +12,6 @@ FusionOptions FusionOptions::none() {
   return o;
 }
 
-bool reference_kernels_requested() {
-  const char* v = std::getenv(kReferenceKernelsEnv);
-  return v && *v && std::string(v) != "0";
-}
-
 FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
   using Pass = void (*)(FusionGraph&, FusionCounts&);
   // Order matters: Gelu and LayerNorm become single nodes before the passes that take an

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/reference_mode.h"
 #include "graph/graph.h"
 
 namespace vlrt {
@@ -24,11 +25,6 @@ struct FusionOptions {
   // Every pass off.
   static FusionOptions none();
 };
-
-// The environment variable that runs models as written, with plain kernels and no fusion.
-inline constexpr const char* kReferenceKernelsEnv = "VLRT_REFERENCE_KERNELS";
-// True when VLRT_REFERENCE_KERNELS is set to something other than "" or "0".
-bool reference_kernels_requested();
 
 // Per pattern, how many were fused, in the order the passes ran ("Conv+Add+Relu", 16).
 using FusionReport = std::vector<std::pair<std::string, size_t>>;

@@ -101,7 +101,7 @@ TEST(CpuOneDnn, FusedConvMatchesReference) {
   std::map<std::string, Attribute> pads = {{"pads", attr_ints({1, 1, 1, 1})}};
   std::vector<std::pair<std::string, std::vector<float>>> acts = {
       {"", {}}, {"Relu", {}}, {"Tanh", {}}, {"Sigmoid", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}},
-      {"HardSigmoid", {0.2f, 0.5f}}};
+      {"HardSigmoid", {0.2f, 0.5f}}, {"HardSwish", {}}, {"SiLU", {}}, {"Gelu", {}}, {"FastGelu", {}}};
   for (auto& [name, params] : acts) {
     SCOPED_TRACE(name);
     std::map<std::string, Attribute> attrs = pads;

@@ -8,6 +8,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
+#include "core/reference_mode.h"
 
 namespace vlrt {
 
@@ -33,11 +34,6 @@ void f32_to_half(const Tensor& src, Tensor& dst) {
 
 int count_cpus(std::string*) { return 1; }
 
-bool reference_kernels_asked() {
-  const char* v = std::getenv("VLRT_REFERENCE_KERNELS");
-  return v && *v && std::string(v) != "0";
-}
-
 // cpu:N (N >= 1) is a simulated second CPU device with its own memory, for trying
 // placements, splits and transfers on a machine with one CPU.
 std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config) {
@@ -50,10 +46,10 @@ std::shared_ptr<Backend> make_cpu_backend(int index, const BackendConfig& config
 VLRT_REGISTER_BACKEND(cpu, "the host CPU: oneDNN, OpenBLAS and reference kernels", make_cpu_backend, count_cpus);
 
 CpuBackend::CpuBackend(int index, int threads)
-    : index_(index), reference_kernels_(reference_kernels_asked()), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}
+    : index_(index), reference_kernels_(reference_kernels_requested()), owned_pool_(std::make_unique<ThreadPool>(threads)), pool_(owned_pool_.get()) {}
 
 CpuBackend::CpuBackend(int index, ThreadPool& pool)
-    : index_(index), reference_kernels_(reference_kernels_asked()), pool_(&pool) {}
+    : index_(index), reference_kernels_(reference_kernels_requested()), pool_(&pool) {}
 
 size_t CpuBackend::memory_capacity() const {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

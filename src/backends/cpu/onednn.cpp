@@ -104,6 +104,14 @@ void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
     case FusedActivation::hard_sigmoid:
       ops.append_eltwise(1.f, A::eltwise_linear, a.alpha, a.beta);
       return ops.append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);
+    case FusedActivation::hard_swish:  // x * clip(x / 6 + 1/2, 0, 1), as ONNX's HardSwish
+      return ops.append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
+    case FusedActivation::silu:
+      return ops.append_eltwise(1.f, A::eltwise_swish, 1.f, 0.f);
+    case FusedActivation::gelu:
+      return ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
+    case FusedActivation::fast_gelu:
+      return ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
   }
 }
 
