@@ -1,7 +1,8 @@
 #include "exec/session.h"
 
-#include <functional>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "ops/op_schema.h"
@@ -9,6 +10,16 @@
 #include "passes/control_flow.h"
 
 namespace vlrt {
+
+namespace {
+
+// VLRT_REFERENCE_KERNELS set to anything but "" or "0" runs models as written: no fusion.
+bool reference_kernels_requested() {
+  const char* v = std::getenv("VLRT_REFERENCE_KERNELS");
+  return v && *v && std::string(v) != "0";
+}
+
+}  // namespace
 
 std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inputs) {
   std::map<std::string, std::pair<DType, Shape>> sig;
@@ -24,6 +35,10 @@ Session::Session(Model model, SessionOptions options)
                 "); export the model with opset ", kMaxOpset, " or lower");
   check_supported();  // before the pass, so that messages name the model's own opset
   canonicalize(model_);
+  bool cpu_only = true;
+  for (auto& d : options_.plan.devices) cpu_only = cpu_only && d.kind == Device{}.kind;
+  // Before folding, which would turn the weights' DequantizeLinear nodes into float constants.
+  if (options_.fuse_qdq && cpu_only && !reference_kernels_requested()) qdq_fusion_ = fuse_qdq(model_);
   try {
     fold_constants(model_, host());
     while (inline_constant_ifs(model_) > 0) fold_constants(model_, host());

@@ -12,6 +12,7 @@
 
 #include "exec/executor.h"
 #include "graph/graph.h"
+#include "passes/fuse_qdq.h"
 #include "passes/shape_inference.h"
 #include "plan/batch.h"
 #include "plan/plan.h"
@@ -24,6 +25,9 @@ struct SessionOptions {
   // false: input shapes are not checked against the model's declared shapes
   // (the conformance runner: a few suite models declare shapes their data does not have).
   bool check_declared_shapes = true;
+  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h); off when
+  // VLRT_REFERENCE_KERNELS=1 is set, or when a listed device is not the CPU.
+  bool fuse_qdq = true;
 };
 
 class Session {
@@ -31,6 +35,8 @@ class Session {
   Session(Model model, SessionOptions options = {});
 
   const Model& model() const { return model_; }
+  // What the QDQ pass rewrote when the session was made.
+  const QdqFusionCounts& qdq_fusion() const { return qdq_fusion_; }
   // Host threads the CPU backend uses.
   int threads() const;
   Executor& executor() { return executor_; }
@@ -69,6 +75,7 @@ class Session {
 
   Model model_;
   SessionOptions options_;
+  QdqFusionCounts qdq_fusion_;
   Executor executor_;
   std::map<std::string, Prepared> prepared_;  // by input signature
   // Symbols whose sizes differed between inputs, warned about once; check_inputs runs on
