@@ -13,6 +13,7 @@
 #include "exec/executor.h"
 #include "graph/graph.h"
 #include "passes/fusion.h"
+#include "passes/fuse_qdq.h"
 #include "passes/shape_inference.h"
 #include "plan/batch.h"
 #include "plan/plan.h"
@@ -28,6 +29,11 @@ struct SessionOptions {
   // Fusion passes to run (all by default); none when VLRT_REFERENCE_KERNELS=1 is set, or when a
   // listed device is not the host CPU (other backends do not run the fused ops yet).
   FusionOptions fusion;
+  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Off by default
+  // while the integer convolution is the plain reference kernel (a fused QDQ resnet50 computes
+  // ONNX Runtime's exact values but runs 16x slower than unfused); VLRT_FUSE_QDQ=1 turns it on.
+  // Never with VLRT_REFERENCE_KERNELS=1, or when a listed device is not the CPU.
+  bool fuse_qdq = qdq_fusion_requested();
 };
 
 class Session {
@@ -37,6 +43,8 @@ class Session {
   const Model& model() const { return model_; }
   // What the fusion passes fused when the session was made.
   const FusionReport& fusion_report() const { return fusion_report_; }
+  // What the QDQ pass rewrote when the session was made.
+  const QdqFusionCounts& qdq_fusion() const { return qdq_fusion_; }
   // Host threads the CPU backend uses.
   int threads() const;
   Executor& executor() { return executor_; }
@@ -78,6 +86,7 @@ class Session {
   Model model_;
   SessionOptions options_;
   FusionReport fusion_report_;
+  QdqFusionCounts qdq_fusion_;
   Executor executor_;
   std::map<std::string, Prepared> prepared_;  // by input signature
   // Symbols whose sizes differed between inputs, warned about once; check_inputs runs on

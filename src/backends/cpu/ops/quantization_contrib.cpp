@@ -2,6 +2,7 @@
 // arithmetic ONNX Runtime's reference paths use: float32 scales, round half to even, saturation.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/ops/quantization.h"
@@ -46,8 +47,34 @@ void qlinear_binary(KernelContext& ctx, Op op) {
   });
 }
 
+// ONNX Runtime's x86 QLinearAdd (MLAS): with the ratios r = scale / C_scale and the zero points folded
+// into one constant, C = RoundHalfToEven(fma(a, r_a, fma(b, r_b, fixed))) on the raw 8-bit values (the
+// single-element input folded first). Rounds differently from dequantize-add-quantize in the last bit.
 void qlinear_add_kernel(KernelContext& ctx) {
-  qlinear_binary(ctx, [](float a, float b) { return a + b; });
+  const Tensor &a = ctx.input(0), &b = ctx.input(3);
+  Tensor& c = ctx.output(0);
+  QParams pa = qparams(ctx, 1, 2), pb = qparams(ctx, 4, 5), pc = qparams(ctx, 6, 7);
+  float ra = pa.scale / pc.scale, rb = pb.scale / pc.scale;
+  float fixed = float(pc.zp) - std::fma(ra, float(pa.zp), rb * float(pb.zp));
+  bool a_first = a.numel() == 1 && b.numel() != 1;
+  std::vector<int64_t> sa = broadcast_strides(a.shape(), c.shape()), sb = broadcast_strides(b.shape(), c.shape());
+  std::vector<int64_t> out_strides = contiguous_strides(c.shape());
+  dispatch_q8(c.dtype(), [&]<class T>() {
+    const T *ad = a.data<T>(), *bd = b.data<T>();
+    T* cd = c.data<T>();
+    for (int64_t i = 0; i < c.numel(); i++) {
+      int64_t ia = 0, ib = 0;
+      for (size_t d = 0; d < out_strides.size(); d++) {
+        int64_t idx = i / out_strides[d] % c.shape()[d];
+        ia += idx * sa[d];
+        ib += idx * sb[d];
+      }
+      float va = float(ad[ia]), vb = float(bd[ib]);
+      float v = a_first ? std::fma(vb, rb, std::fma(va, ra, fixed)) : std::fma(va, ra, std::fma(vb, rb, fixed));
+      cd[i] = T(std::clamp(std::nearbyint(v), float(std::numeric_limits<T>::min()),
+                           float(std::numeric_limits<T>::max())));
+    }
+  });
 }
 
 void qlinear_mul_kernel(KernelContext& ctx) {
