@@ -23,6 +23,7 @@ Tensor values(Shape shape, uint32_t seed) {
 Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
   Node n = make_node(op, inputs.size(), 1, std::move(attrs));
   if (op == "FusedConv") n.domain = "com.microsoft";
+  if (op == "FusedMatMul") n.domain = "vlrt";
   for (size_t i = 0; i < inputs.size(); i++)
     if (!inputs[i].defined()) n.inputs[i] = "";
   return n;
@@ -111,6 +112,22 @@ TEST(CpuOneDnn, FusedConvMatchesReference) {
     check_against_reference("FusedConv", {x, w, b, z}, attrs);
   }
   check_against_reference("FusedConv", {x, w, Tensor(), z}, {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}});
+}
+
+TEST(CpuOneDnn, FusedMatMulMatchesReference) {
+  Tensor a = values({2, 3, 19}, 1), b = values({19, 21}, 2), bt = values({21, 19}, 3), bias = values({21}, 4),
+         z = values({2, 3, 21}, 5);
+  for (const char* act : {"", "Relu", "Gelu", "Tanh", "HardSwish"}) {
+    SCOPED_TRACE(act);
+    std::map<std::string, Attribute> attrs;
+    if (*act) attrs["activation"] = attr_s(act);
+    check_against_reference("FusedMatMul", {a, b, bias}, attrs);
+    check_against_reference("FusedMatMul", {a, b, bias, z}, attrs);
+    check_against_reference("FusedMatMul", {a, b, Tensor(), z}, attrs);
+  }
+  check_against_reference("FusedMatMul", {a, bt, bias, z}, {{"transB", attr_i(1)}});
+  // A broadcast residual is not the output's shape: the reference kernel refuses it, oneDNN does not take it.
+  EXPECT_EQ(packed_bytes(node_for("FusedMatMul", {a, b, bias, values({21}, 6)}, {}), {a, b, bias, values({21}, 6)}), 0u);
 }
 
 TEST(CpuOneDnn, MatMulAndGemmMatchReference) {

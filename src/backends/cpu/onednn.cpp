@@ -126,7 +126,7 @@ struct ConvPlan {
 struct MatMulPlan {
   dnnl::matmul::primitive_desc pd;
   memory::desc a, w, y;
-  bool bias = false;
+  bool bias = false, sum = false;
 };
 
 std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
@@ -185,12 +185,15 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   return p;
 }
 
+// MatMul, Gemm and vlrt.FusedMatMul (Y = act(A B' + Bias + Z)) with a constant 2-D B.
 std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
-  if (!gemm && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
-  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1), *c = gemm ? input_info(inputs, 2) : nullptr;
+  bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
+  if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
+  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
+                  *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
   if (!is_f32(a) || !is_f32_constant(w) || w->shape.size() != 2 || a->shape.size() < 2) return std::nullopt;
-  bool tb = false;
+  bool tb = fused && node.attr_int("transB", 0) != 0;
   if (gemm) {
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f || a->shape.size() != 2)
       return std::nullopt;
@@ -205,15 +208,23 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   // C as a bias: one value per column.
   if (c && !(is_f32(c) && shape_numel(c->shape) == n && (c->shape.size() == 1 || c->shape == Shape{1, n})))
     return std::nullopt;
+  if (z && !(is_f32(z) && shape_numel(z->shape) == m * n)) return std::nullopt;
   MatMulPlan p;
   p.a = memory::desc({m, k}, memory::data_type::f32, Tag::ab);
   p.w = memory::desc({k, n}, memory::data_type::f32, tb ? Tag::ba : Tag::ab);
   p.y = memory::desc({m, n}, memory::data_type::f32, Tag::ab);
   p.bias = c != nullptr;
+  p.sum = z != nullptr;
   memory::desc wany({k, n}, memory::data_type::f32, Tag::any),
       bias_md = c ? memory::desc({1, n}, memory::data_type::f32, Tag::ab) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (fused) {  // Z is in the output before the product adds to it; then the activation
+    dnnl::post_ops ops;
+    if (p.sum) ops.append_sum(1.f);
+    append_activation(fused_conv_activation(node), ops);
+    attr.set_post_ops(ops);
+  }
   try {
     p.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, wany, bias_md, p.y), attr, cpu_engine());
   } catch (const dnnl::error&) {
@@ -306,6 +317,7 @@ class MatMulKernel : public OneDnnKernel {
                                          {DNNL_ARG_SCRATCHPAD, scratch}};
     if (plan_.bias)
       args[DNNL_ARG_BIAS] = wrap(memory::desc({1, plan_.y.dims()[1]}, memory::data_type::f32, Tag::ab), in[2]);
+    if (plan_.sum && in[3]->raw() != out[0]->raw()) std::memcpy(out[0]->raw(), in[3]->raw(), plan_.y.get_size());
     matmul_.execute(s, args);
     s.wait();
   }
