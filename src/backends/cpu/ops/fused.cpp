@@ -3,14 +3,13 @@
 // Attention's per-head products are single-threaded BLAS calls inside its parallel loop over heads.
 #include "backends/cpu/ops/fused.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/ops/blas.h"
 #include "backends/cpu/vector_math.h"
 #include "ops/fused_semantics.h"
 #include "ops/shape_util.h"
@@ -251,11 +250,9 @@ void attend_slice(const AttentionDims& d, float scale, const float* q, const flo
   gather_block(q, d.sq, d.d, d.q_strides[r - 2], d.q_strides[r - 1], qc);
   gather_block(k, d.sk, d.d, d.k_strides[r - 2], d.k_strides[r - 1], kc);
   gather_block(v, d.sk, d.dv, d.v_strides[r - 2], d.v_strides[r - 1], vc);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(d.sq), int(d.sk), int(d.d), scale, qc, int(d.d), kc,
-              int(d.d), 0.f, p, int(d.sk));
+  blas_sgemm(false, true, d.sq, d.sk, d.d, scale, qc, d.d, kc, d.d, 0.f, p, d.sk);
   softmax_rows(p, d.sq, d.sk, mask, mask_strides);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(d.sq), int(d.dv), int(d.sk), 1.f, p, int(d.sk), vc,
-              int(d.dv), 0.f, out, int(d.dv));
+  blas_sgemm(false, false, d.sq, d.dv, d.sk, 1.f, p, d.sk, vc, d.dv, 0.f, out, d.dv);
   for (int64_t i = 0; i < d.sq; i++) {
     float* yr = y + i * y_strides[r - 2];
     if (y_strides[r - 1] == 1) {

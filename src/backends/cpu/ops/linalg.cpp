@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/ops/blas.h"
 #include "core/dispatch.h"
 #include "ops/linalg_semantics.h"
 #include "ops/shape_util.h"
@@ -677,6 +678,12 @@ void register_linalg_kernels(CpuKernelTable& t) {
   t["Einsum"] = {einsum_kernel};
   t["MatMulInteger"] = {matmul_integer_kernel};
   t["Det"] = {det_kernel};
+}
+
+void blas_sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  single_threaded_blas();
+  gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace vlrt
