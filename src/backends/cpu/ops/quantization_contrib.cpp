@@ -22,28 +22,35 @@ QParams qparams(const KernelContext& ctx, size_t scale, size_t zp) {
   return {float_values(ctx, scale)[0], zero_point_values(ctx, zp)[0]};
 }
 
+// Calls f(i, ia, ib) for every element i of c with the elements of a and b broadcast to it.
+template <class F>
+void for_each_broadcast(const Tensor& a, const Tensor& b, const Tensor& c, const F& f) {
+  std::vector<int64_t> sa = broadcast_strides(a.shape(), c.shape()), sb = broadcast_strides(b.shape(), c.shape());
+  std::vector<int64_t> out_strides = contiguous_strides(c.shape());
+  for (int64_t i = 0; i < c.numel(); i++) {
+    int64_t ia = 0, ib = 0;
+    for (size_t d = 0; d < out_strides.size(); d++) {
+      int64_t idx = i / out_strides[d] % c.shape()[d];
+      ia += idx * sa[d];
+      ib += idx * sb[d];
+    }
+    f(i, ia, ib);
+  }
+}
+
 // C = Saturate(Round(f(A_scale * (A - A_zp), B_scale * (B - B_zp)) / C_scale) + C_zp), broadcasting A and B.
 template <class Op>
 void qlinear_binary(KernelContext& ctx, Op op) {
   const Tensor &a = ctx.input(0), &b = ctx.input(3);
   Tensor& c = ctx.output(0);
   QParams pa = qparams(ctx, 1, 2), pb = qparams(ctx, 4, 5), pc = qparams(ctx, 6, 7);
-  std::vector<int64_t> sa = broadcast_strides(a.shape(), c.shape()),
-                       sb = broadcast_strides(b.shape(), c.shape());
-  std::vector<int64_t> out_strides = contiguous_strides(c.shape());
   dispatch_q8(c.dtype(), [&]<class T>() {
     const T *ad = a.data<T>(), *bd = b.data<T>();
     T* cd = c.data<T>();
-    for (int64_t i = 0; i < c.numel(); i++) {
-      int64_t ia = 0, ib = 0;
-      for (size_t d = 0; d < out_strides.size(); d++) {
-        int64_t idx = i / out_strides[d] % c.shape()[d];
-        ia += idx * sa[d];
-        ib += idx * sb[d];
-      }
+    for_each_broadcast(a, b, c, [&](int64_t i, int64_t ia, int64_t ib) {
       float va = pa.scale * float(int32_t(ad[ia]) - pa.zp), vb = pb.scale * float(int32_t(bd[ib]) - pb.zp);
       cd[i] = quantize_value<T>(op(va, vb) / pc.scale, pc.zp);
-    }
+    });
   });
 }
 
@@ -57,23 +64,15 @@ void qlinear_add_kernel(KernelContext& ctx) {
   float ra = pa.scale / pc.scale, rb = pb.scale / pc.scale;
   float fixed = float(pc.zp) - std::fma(ra, float(pa.zp), rb * float(pb.zp));
   bool a_first = a.numel() == 1 && b.numel() != 1;
-  std::vector<int64_t> sa = broadcast_strides(a.shape(), c.shape()), sb = broadcast_strides(b.shape(), c.shape());
-  std::vector<int64_t> out_strides = contiguous_strides(c.shape());
   dispatch_q8(c.dtype(), [&]<class T>() {
     const T *ad = a.data<T>(), *bd = b.data<T>();
     T* cd = c.data<T>();
-    for (int64_t i = 0; i < c.numel(); i++) {
-      int64_t ia = 0, ib = 0;
-      for (size_t d = 0; d < out_strides.size(); d++) {
-        int64_t idx = i / out_strides[d] % c.shape()[d];
-        ia += idx * sa[d];
-        ib += idx * sb[d];
-      }
+    for_each_broadcast(a, b, c, [&](int64_t i, int64_t ia, int64_t ib) {
       float va = float(ad[ia]), vb = float(bd[ib]);
       float v = a_first ? std::fma(vb, rb, std::fma(va, ra, fixed)) : std::fma(va, ra, std::fma(vb, rb, fixed));
       cd[i] = T(std::clamp(std::nearbyint(v), float(std::numeric_limits<T>::min()),
                            float(std::numeric_limits<T>::max())));
-    }
+    });
   });
 }
 
