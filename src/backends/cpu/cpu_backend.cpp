@@ -96,13 +96,13 @@ struct ResolvedKernel : KernelState {
 
 PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
                                      const std::vector<const ValueInfo*>& inputs) const {
-  return reference_kernels_ ? PrepareInfo{} : onednn_prepare_info(node, opset, inputs);
+  return reference_kernels_ ? PrepareInfo{} : onednn_prepare_info(node, opset, inputs, pool_->size());
 }
 
 std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset,
                                                  const std::vector<const ValueInfo*>& inputs) {
   if (!reference_kernels_)
-    if (std::unique_ptr<OneDnnKernel> fast = make_onednn_kernel(node, opset, inputs)) return fast;
+    if (std::unique_ptr<OneDnnKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) return fast;
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
 }

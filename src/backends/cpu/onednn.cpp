@@ -330,14 +330,17 @@ class MatMulKernel : public OneDnnKernel {
 
 }  // namespace
 
-PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
+PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
+                                int threads) {
+  use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   return {};
 }
 
 std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
-                                                const std::vector<const ValueInfo*>& inputs) {
+                                                const std::vector<const ValueInfo*>& inputs, int threads) {
+  use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);
   if (auto p = plan_matmul(node, inputs)) return std::make_unique<MatMulKernel>(std::move(*p), *inputs[1]->value);
   return nullptr;

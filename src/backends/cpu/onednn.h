@@ -20,10 +20,12 @@ class OneDnnKernel : public KernelState {
 };
 
 // What the oneDNN kernel of this node would hold (bytes 0 and nothing replaced: none
-// takes the node).
-PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
+// takes the node). A primitive splits its work for the thread count it is made with and
+// keeps that split, so both take the threads it will run on.
+PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
+                                int threads);
 // That kernel, its weights packed; nullptr where oneDNN does not take the node.
 std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
-                                                const std::vector<const ValueInfo*>& inputs);
+                                                const std::vector<const ValueInfo*>& inputs, int threads);
 
 }  // namespace vlrt
