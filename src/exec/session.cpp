@@ -25,16 +25,15 @@ Session::Session(Model model, SessionOptions options)
                 "); export the model with opset ", kMaxOpset, " or lower");
   check_supported();  // before the pass, so that messages name the model's own opset
   canonicalize(model_);
-  bool cpu_only = true;
-  for (auto& d : options_.plan.devices) cpu_only = cpu_only && d.kind == Device{}.kind;
+  // The fused ops have CPU kernels alone: the passes run when every listed device is a CPU.
+  bool fuse_for_cpu = !reference_kernels_requested();
+  for (auto& d : options_.plan.devices) fuse_for_cpu = fuse_for_cpu && d.kind == Device{}.kind;
   // Before folding, which would turn the weights' DequantizeLinear nodes into float constants.
-  if (options_.fuse_qdq && cpu_only && !reference_kernels_requested()) qdq_fusion_ = fuse_qdq(model_);
+  if (options_.fuse_qdq && fuse_for_cpu) qdq_fusion_ = fuse_qdq(model_);
   try {
     fold_constants(model_, host());
     while (inline_constant_ifs(model_) > 0) fold_constants(model_, host());
-    bool host_only = true;
-    for (auto& d : options_.plan.devices) host_only = host_only && d == Device{};
-    if (host_only && !reference_kernels_requested()) fusion_report_ = fuse(model_, options_.fusion, host());
+    if (fuse_for_cpu) fusion_report_ = fuse(model_, options_.fusion, host());
     FusionReport qdq;  // the QDQ rewrites first: they ran first
     for (auto& [rewrite, n] : qdq_fusion_) qdq.push_back({"QDQ " + rewrite, n});
     fusion_report_.insert(fusion_report_.begin(), qdq.begin(), qdq.end());

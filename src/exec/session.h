@@ -27,7 +27,7 @@ struct SessionOptions {
   // (the conformance runner: a few suite models declare shapes their data does not have).
   bool check_declared_shapes = true;
   // Fusion passes to run (all by default); none when VLRT_REFERENCE_KERNELS=1 is set, or when a
-  // listed device is not the host CPU (other backends do not run the fused ops yet).
+  // listed device is not a CPU (other backends do not run the fused ops yet).
   FusionOptions fusion;
   // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Off by default
   // while the integer convolution is the plain reference kernel (a fused QDQ resnet50 computes
