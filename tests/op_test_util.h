@@ -104,6 +104,19 @@ inline std::vector<Tensor> run_op(const std::string& op, const std::vector<Tenso
 }
 
 inline Tensor f32(std::vector<float> v, Shape s) { return Tensor::from_vector<float>(v, std::move(s)); }
+
+// Deterministic values in [lo, hi) from a seed (float32 or float64), the same on every machine.
+inline Tensor random_uniform(Shape shape, uint32_t seed, float lo = -1, float hi = 1, DType dt = DType::f32) {
+  std::vector<double> v(size_t(shape_numel(shape)));
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (double& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = lo + (double(hi) - lo) * double(s >> 8) / double(1u << 24);
+  }
+  Tensor t(dt, std::move(shape));
+  t.assign_doubles(v);
+  return t;
+}
 inline Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
 
 // Asserts same dtype, same shape and values within atol + rtol*|expected|.

@@ -9,17 +9,6 @@
 namespace vlrt::test {
 namespace {
 
-// Deterministic values in [-1, 1).
-Tensor values(Shape shape, uint32_t seed) {
-  Tensor t(DType::f32, shape);
-  uint32_t s = seed * 2654435761u + 12345u;
-  for (int64_t i = 0; i < t.numel(); i++) {
-    s = s * 1664525u + 1013904223u;
-    t.data<float>()[i] = float(double(s >> 8) / double(1u << 23) - 1.0);
-  }
-  return t;
-}
-
 Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
   Node n = make_node(op, inputs.size(), 1, std::move(attrs));
   if (op == "FusedConv") n.domain = "com.microsoft";
@@ -84,21 +73,21 @@ TEST(CpuOneDnn, ConvMatchesReference) {
   for (size_t i = 0; i < cases.size(); i++) {
     SCOPED_TRACE(i);
     const Case& c = cases[i];
-    Tensor x = values(c.x, uint32_t(i)), w = values(c.w, uint32_t(i) + 50);
+    Tensor x = random_uniform(c.x, uint32_t(i)), w = random_uniform(c.w, uint32_t(i) + 50);
     check_against_reference("Conv", {x, w}, c.attrs);
-    check_against_reference("Conv", {x, w, values({c.w[0]}, uint32_t(i) + 90)}, c.attrs);
+    check_against_reference("Conv", {x, w, random_uniform({c.w[0]}, uint32_t(i) + 90)}, c.attrs);
   }
 }
 
 TEST(CpuOneDnn, EmptyConvRunsTheReferenceKernel) {
-  Tensor x = values({0, 3, 5, 5}, 1), w = values({4, 3, 3, 3}, 2);
+  Tensor x = random_uniform({0, 3, 5, 5}, 1), w = random_uniform({4, 3, 3, 3}, 2);
   check_against_reference("Conv", {x, w}, {}, false);
   EXPECT_EQ(run_cpu(node_for("Conv", {x, w}, {}), {x, w}, false).shape(), (Shape{0, 4, 3, 3}));
 }
 
 TEST(CpuOneDnn, FusedConvMatchesReference) {
-  Tensor x = values({2, 5, 8, 7}, 3), w = values({6, 5, 3, 3}, 4), b = values({6}, 5);
-  Tensor z = values({2, 6, 8, 7}, 6);
+  Tensor x = random_uniform({2, 5, 8, 7}, 3), w = random_uniform({6, 5, 3, 3}, 4), b = random_uniform({6}, 5);
+  Tensor z = random_uniform({2, 6, 8, 7}, 6);
   std::map<std::string, Attribute> pads = {{"pads", attr_ints({1, 1, 1, 1})}};
   std::vector<std::pair<std::string, std::vector<float>>> acts = {
       {"", {}}, {"Relu", {}}, {"Tanh", {}}, {"Sigmoid", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}},
@@ -115,8 +104,8 @@ TEST(CpuOneDnn, FusedConvMatchesReference) {
 }
 
 TEST(CpuOneDnn, FusedMatMulMatchesReference) {
-  Tensor a = values({2, 3, 19}, 1), b = values({19, 21}, 2), bt = values({21, 19}, 3), bias = values({21}, 4),
-         z = values({2, 3, 21}, 5);
+  Tensor a = random_uniform({2, 3, 19}, 1), b = random_uniform({19, 21}, 2), bt = random_uniform({21, 19}, 3),
+         bias = random_uniform({21}, 4), z = random_uniform({2, 3, 21}, 5);
   for (const char* act : {"", "Relu", "Gelu", "Tanh", "HardSwish"}) {
     SCOPED_TRACE(act);
     std::map<std::string, Attribute> attrs;
@@ -127,29 +116,38 @@ TEST(CpuOneDnn, FusedMatMulMatchesReference) {
   }
   check_against_reference("FusedMatMul", {a, bt, bias, z}, {{"transB", attr_i(1)}});
   // A broadcast residual is not the output's shape: the reference kernel refuses it, oneDNN does not take it.
-  EXPECT_EQ(packed_bytes(node_for("FusedMatMul", {a, b, bias, values({21}, 6)}, {}), {a, b, bias, values({21}, 6)}), 0u);
+  EXPECT_EQ(packed_bytes(node_for("FusedMatMul", {a, b, bias, random_uniform({21}, 6)}, {}),
+                         {a, b, bias, random_uniform({21}, 6)}),
+            0u);
 }
 
 TEST(CpuOneDnn, MatMulAndGemmMatchReference) {
-  check_against_reference("MatMul", {values({2, 3, 19}, 1), values({19, 21}, 2)});
-  check_against_reference("MatMul", {values({1, 64}, 3), values({64, 17}, 4)});
-  check_against_reference("Gemm", {values({5, 19}, 5), values({23, 19}, 6), values({23}, 7)},
+  check_against_reference("MatMul", {random_uniform({2, 3, 19}, 1), random_uniform({19, 21}, 2)});
+  check_against_reference("MatMul", {random_uniform({1, 64}, 3), random_uniform({64, 17}, 4)});
+  check_against_reference("Gemm",
+                          {random_uniform({5, 19}, 5), random_uniform({23, 19}, 6), random_uniform({23}, 7)},
                           {{"transB", attr_i(1)}});
-  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6), values({1, 23}, 7)});
-  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6)});
+  check_against_reference(
+      "Gemm", {random_uniform({5, 19}, 5), random_uniform({19, 23}, 6), random_uniform({1, 23}, 7)});
+  check_against_reference("Gemm", {random_uniform({5, 19}, 5), random_uniform({19, 23}, 6)});
   // Not taken: a [M, N] C, alpha, a transposed A, a vector A, a batched B.
-  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6), values({5, 23}, 7)}, {}, false);
-  check_against_reference("Gemm", {values({5, 19}, 5), values({19, 23}, 6)}, {{"alpha", attr_f(0.5f)}}, false);
-  check_against_reference("Gemm", {values({19, 5}, 5), values({19, 23}, 6)}, {{"transA", attr_i(1)}}, false);
-  check_against_reference("MatMul", {values({19}, 1), values({19, 21}, 2)}, {}, false);
-  check_against_reference("MatMul", {values({2, 3, 19}, 1), values({2, 19, 21}, 2)}, {}, false);
+  check_against_reference(
+      "Gemm", {random_uniform({5, 19}, 5), random_uniform({19, 23}, 6), random_uniform({5, 23}, 7)}, {},
+      false);
+  check_against_reference("Gemm", {random_uniform({5, 19}, 5), random_uniform({19, 23}, 6)},
+                          {{"alpha", attr_f(0.5f)}}, false);
+  check_against_reference("Gemm", {random_uniform({19, 5}, 5), random_uniform({19, 23}, 6)},
+                          {{"transA", attr_i(1)}}, false);
+  check_against_reference("MatMul", {random_uniform({19}, 1), random_uniform({19, 21}, 2)}, {}, false);
+  check_against_reference("MatMul", {random_uniform({2, 3, 19}, 1), random_uniform({2, 19, 21}, 2)}, {},
+                          false);
 }
 
 // In a session the weight is a constant the prepared state replaces: the plan counts the
 // packed bytes, and the result is the reference one (under VLRT_REFERENCE_KERNELS=1,
 // nothing is packed).
 TEST(CpuOneDnn, SessionPacksConstantWeightsOnce) {
-  Tensor x = values({1, 5, 9, 9}, 1), w = values({7, 5, 3, 3}, 2);
+  Tensor x = random_uniform({1, 5, 9, 9}, 1), w = random_uniform({7, 5, 3, 3}, 2);
   Node n = node_for("Conv", {x, w}, {{"pads", attr_ints({1, 1, 1, 1})}});
   Model m = one_node_model(n, 17, {x});
   m.graph.initializers["in1"] = w;

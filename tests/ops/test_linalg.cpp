@@ -8,20 +8,6 @@
 namespace vlrt::test {
 namespace {
 
-// Deterministic values in [-1, 1).
-Tensor random(Shape shape, uint32_t seed, DType dt = DType::f32) {
-  Tensor t(DType::f64, shape);
-  uint32_t s = seed * 2654435761u + 12345u;
-  for (int64_t i = 0; i < t.numel(); i++) {
-    s = s * 1664525u + 1013904223u;
-    t.data<double>()[i] = double(s >> 8) / double(1u << 23) - 1.0;
-  }
-  if (dt == DType::f64) return t;
-  Tensor f(DType::f32, shape);
-  for (int64_t i = 0; i < t.numel(); i++) f.data<float>()[i] = float(t.data<double>()[i]);
-  return f;
-}
-
 // Small exact values; the same formula produced the expected values with numpy.
 Tensor seq(Shape shape, int seed) {
   Tensor t(DType::f32, shape);
@@ -162,7 +148,7 @@ TEST(Linalg, MatMulOneDimensionalOperands) {
   expect_close(run_op("MatMul", {m, f32({1, 0, -1}, {3})})[0], f32({-2, -2}, {2}));
   expect_close(run_op("MatMul", {f32({1, 2}, {2}), f32({3, 4}, {2})})[0], f32({11}, {}));
   // A 1-D operand against a batch of matrices.
-  Tensor b = random({3, 2, 4}, 1);
+  Tensor b = random_uniform({3, 2, 4}, 1);
   Tensor y = run_op("MatMul", {f32({2, -1}, {2}), b})[0];
   ASSERT_EQ(y.shape(), (Shape{3, 4}));
   expect_close(y.reshaped({12}),
@@ -170,7 +156,7 @@ TEST(Linalg, MatMulOneDimensionalOperands) {
 }
 
 TEST(Linalg, MatMulBatchBroadcast) {
-  Tensor a = random({2, 1, 3, 5}, 2), b = random({4, 5, 6}, 3);
+  Tensor a = random_uniform({2, 1, 3, 5}, 2), b = random_uniform({4, 5, 6}, 3);
   Tensor y = run_op("MatMul", {a, b})[0];
   ASSERT_EQ(y.shape(), (Shape{2, 4, 3, 6}));
   auto yv = y.to_double_vector(), av = a.to_double_vector();
@@ -185,7 +171,7 @@ TEST(Linalg, MatMulBatchBroadcast) {
 TEST(Linalg, MatMulSharedWeightAndDtypes) {
   // A batched input against one weight matrix (folded into a single GEMM), in f32 and f64.
   for (DType dt : {DType::f32, DType::f64}) {
-    Tensor a = random({3, 7, 5}, 4, dt), b = random({5, 9}, 5, dt);
+    Tensor a = random_uniform({3, 7, 5}, 4, -1, 1, dt), b = random_uniform({5, 9}, 5, -1, 1, dt);
     Tensor y = run_op("MatMul", {a, b})[0];
     ASSERT_EQ(y.dtype(), dt);
     expect_close(y.reshaped({189}), as_dtype(naive_matmul(a, b, 3, 7, 5, 9, false, true), dt));
@@ -200,7 +186,7 @@ TEST(Linalg, MatMulSharedWeightAndDtypes) {
 
 TEST(Linalg, MatMulManySmallBatches) {
   // Enough batches that they are spread over the pool with single-threaded BLAS.
-  Tensor a = random({12, 4, 3}, 6), b = random({12, 3, 5}, 7);
+  Tensor a = random_uniform({12, 4, 3}, 6), b = random_uniform({12, 3, 5}, 7);
   expect_close(run_op("MatMul", {a, b})[0].reshaped({240}),
                as_dtype(naive_matmul(a, b, 12, 4, 3, 5), DType::f32));
 }
@@ -209,11 +195,11 @@ TEST(Linalg, LargeProductsSplitOverThePoolMatchNaive) {
   // Over the size where a GEMM is split into column blocks (wide C) or row blocks (tall C)
   // over the pool's threads, with sizes that are not multiples of the block.
   for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{37, 70, 301}, {301, 70, 37}, {130, 65, 130}}) {
-    Tensor a = random({m, k}, 11), b = random({k, n}, 12);
+    Tensor a = random_uniform({m, k}, 11), b = random_uniform({k, n}, 12);
     expect_close(run_op("MatMul", {a, b})[0].reshaped({m * n}),
                  as_dtype(naive_matmul(a, b, 1, m, k, n), DType::f32));
     // Gemm with both operands transposed and a bias row.
-    Tensor at = run_op("Transpose", {a})[0], bt = run_op("Transpose", {b})[0], c = random({n}, 13);
+    Tensor at = run_op("Transpose", {a})[0], bt = run_op("Transpose", {b})[0], c = random_uniform({n}, 13);
     std::map<std::string, Attribute> attrs{
         {"transA", attr_i(1)}, {"transB", attr_i(1)}, {"beta", attr_f(2.0f)}};
     Tensor y = run_op("Gemm", {at, bt, c}, attrs)[0];
@@ -225,14 +211,15 @@ TEST(Linalg, LargeProductsSplitOverThePoolMatchNaive) {
 }
 
 TEST(Linalg, MatMulErrors) {
-  EXPECT_THROW(run_op("MatMul", {random({2, 3}, 1), random({4, 2}, 1)}), Error);
-  EXPECT_THROW(run_op("MatMul", {random({2, 2, 3}, 1), random({3, 3, 2}, 1)}), Error);
-  EXPECT_THROW(run_op("MatMul", {f32({1}, {}), random({1, 2}, 1)}), Error);
-  EXPECT_THROW(run_op("MatMul", {random({2, 2}, 1), random({2, 2}, 1, DType::f64)}), Error);
+  EXPECT_THROW(run_op("MatMul", {random_uniform({2, 3}, 1), random_uniform({4, 2}, 1)}), Error);
+  EXPECT_THROW(run_op("MatMul", {random_uniform({2, 2, 3}, 1), random_uniform({3, 3, 2}, 1)}), Error);
+  EXPECT_THROW(run_op("MatMul", {f32({1}, {}), random_uniform({1, 2}, 1)}), Error);
+  EXPECT_THROW(run_op("MatMul", {random_uniform({2, 2}, 1), random_uniform({2, 2}, 1, -1, 1, DType::f64)}),
+               Error);
 }
 
 TEST(Linalg, GemmAttributesAndBiasShapes) {
-  Tensor a = random({4, 3}, 8), b = random({5, 4}, 9);
+  Tensor a = random_uniform({4, 3}, 8), b = random_uniform({5, 4}, 9);
   // transA, transB, alpha, beta with each broadcastable C shape.
   Tensor at = Tensor::from_vector<double>(
       [&] {
@@ -254,7 +241,7 @@ TEST(Linalg, GemmAttributesAndBiasShapes) {
   std::map<std::string, Attribute> attrs{
       {"transA", attr_i(1)}, {"transB", attr_i(1)}, {"alpha", attr_f(0.25f)}, {"beta", attr_f(0.5f)}};
   for (Shape cs : {Shape{}, Shape{5}, Shape{1, 5}, Shape{3, 1}, Shape{3, 5}}) {
-    Tensor c = random(cs, 10);
+    Tensor c = random_uniform(cs, 10);
     auto cv = c.to_double_vector();
     std::vector<int64_t> st = broadcast_strides(cs, {3, 5});
     std::vector<float> expected(15);
@@ -264,9 +251,10 @@ TEST(Linalg, GemmAttributesAndBiasShapes) {
     expect_close(run_op("Gemm", {a, b, c}, attrs)[0], f32(expected, {3, 5}));
   }
   // No C.
-  Tensor y = run_op("Gemm", {random({2, 3}, 11), random({3, 2}, 12)})[0];
-  expect_close(y.reshaped({4}),
-               as_dtype(naive_matmul(random({2, 3}, 11), random({3, 2}, 12), 1, 2, 3, 2), DType::f32));
+  Tensor y = run_op("Gemm", {random_uniform({2, 3}, 11), random_uniform({3, 2}, 12)})[0];
+  expect_close(
+      y.reshaped({4}),
+      as_dtype(naive_matmul(random_uniform({2, 3}, 11), random_uniform({3, 2}, 12), 1, 2, 3, 2), DType::f32));
   // Integers.
   Tensor ai = Tensor::from_vector<int32_t>({1, 2, 3, 4}, {2, 2});
   Tensor ci = Tensor::from_vector<int32_t>({10, 20}, {2});
@@ -275,11 +263,14 @@ TEST(Linalg, GemmAttributesAndBiasShapes) {
 }
 
 TEST(Linalg, GemmErrors) {
-  EXPECT_THROW(run_op("Gemm", {random({2, 3}, 1), random({2, 3}, 1)}), Error);
-  EXPECT_THROW(run_op("Gemm", {random({2, 3, 1}, 1), random({3, 2}, 1)}), Error);
-  EXPECT_THROW(run_op("Gemm", {random({2, 3}, 1), random({3, 4}, 1), random({3}, 1)}), Error);
-  EXPECT_THROW(run_op("Gemm", {random({2, 3}, 1), random({3, 4}, 1), random({1, 2, 4}, 1)}), Error);
-  EXPECT_THROW(run_op("Gemm", {random({2, 3}, 1), random({3, 4}, 1)}, {}, 1, 9), Error);
+  EXPECT_THROW(run_op("Gemm", {random_uniform({2, 3}, 1), random_uniform({2, 3}, 1)}), Error);
+  EXPECT_THROW(run_op("Gemm", {random_uniform({2, 3, 1}, 1), random_uniform({3, 2}, 1)}), Error);
+  EXPECT_THROW(run_op("Gemm", {random_uniform({2, 3}, 1), random_uniform({3, 4}, 1), random_uniform({3}, 1)}),
+               Error);
+  EXPECT_THROW(
+      run_op("Gemm", {random_uniform({2, 3}, 1), random_uniform({3, 4}, 1), random_uniform({1, 2, 4}, 1)}),
+      Error);
+  EXPECT_THROW(run_op("Gemm", {random_uniform({2, 3}, 1), random_uniform({3, 4}, 1)}, {}, 1, 9), Error);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -294,7 +285,8 @@ struct ConvCase {
 
 void check_conv(const ConvCase& c, DType dt = DType::f32) {
   size_t nsp = c.x.size() - 2;
-  Tensor x = random(c.x, 21, dt), w = random(c.w, 22, dt), b = random({c.w[0]}, 23, dt);
+  Tensor x = random_uniform(c.x, 21, -1, 1, dt), w = random_uniform(c.w, 22, -1, 1, dt),
+         b = random_uniform({c.w[0]}, 23, -1, 1, dt);
   std::vector<int64_t> s = c.strides.empty() ? std::vector<int64_t>(nsp, 1) : c.strides;
   std::vector<int64_t> d = c.dilations.empty() ? std::vector<int64_t>(nsp, 1) : c.dilations;
   std::vector<int64_t> p = c.pads.empty() ? std::vector<int64_t>(2 * nsp, 0) : c.pads;
@@ -345,7 +337,7 @@ TEST(Linalg, ConvOfOneLargeImageMatchesNaive) {
 }
 
 TEST(Linalg, ConvAutoPad) {
-  Tensor x = random({1, 2, 8, 9}, 31), w = random({3, 2, 3, 4}, 32);
+  Tensor x = random_uniform({1, 2, 8, 9}, 31), w = random_uniform({3, 2, 3, 4}, 32);
   std::map<std::string, Attribute> attrs{{"strides", attr_ints({2, 2})}, {"kernel_shape", attr_ints({3, 4})}};
   // Total padding is 1 on H and 3 on W; the odd one goes to the end (UPPER) or the start (LOWER).
   attrs["auto_pad"] = attr_s("SAME_UPPER");
@@ -356,7 +348,7 @@ TEST(Linalg, ConvAutoPad) {
   attrs["pads"] = attr_ints({5, 5, 5, 5});  // ignored with auto_pad
   expect_close(run_op("Conv", {x, w}, attrs)[0], naive_conv(x, w, nullptr, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}));
   // Depthwise with SAME: the stride-1 output keeps the input size.
-  Tensor xd = random({1, 3, 6, 5}, 33), wd = random({3, 1, 4, 4}, 34);
+  Tensor xd = random_uniform({1, 3, 6, 5}, 33), wd = random_uniform({3, 1, 4, 4}, 34);
   Tensor y = run_op("Conv", {xd, wd}, {{"group", attr_i(3)}, {"auto_pad", attr_s("SAME_UPPER")}})[0];
   expect_close(y, naive_conv(xd, wd, nullptr, 3, {1, 1}, {1, 1}, {1, 1, 2, 2}));
 }
@@ -373,16 +365,18 @@ TEST(Linalg, ConvConformanceValues) {
 }
 
 TEST(Linalg, ConvErrors) {
-  Tensor x = random({1, 4, 5, 5}, 1);
-  EXPECT_THROW(run_op("Conv", {x, random({2, 3, 3, 3}, 1)}), Error);                          // C mismatch
-  EXPECT_THROW(run_op("Conv", {x, random({3, 2, 3, 3}, 1)}, {{"group", attr_i(2)}}), Error);  // M % group
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3}, 1)}), Error);                             // rank
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3, 3}, 1), random({3}, 1)}), Error);          // bias
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3, 3}, 1)}, {{"kernel_shape", attr_ints({2, 2})}}), Error);
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3, 3}, 1)}, {{"strides", attr_ints({0, 1})}}), Error);
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3, 3}, 1)}, {{"pads", attr_ints({1, 1})}}), Error);
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 3, 3}, 1)}, {{"auto_pad", attr_s("SAME")}}), Error);
-  EXPECT_THROW(run_op("Conv", {x, random({2, 4, 7, 7}, 1)}), Error);  // kernel larger than the input
+  Tensor x = random_uniform({1, 4, 5, 5}, 1);
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 3, 3, 3}, 1)}), Error);  // C mismatch
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({3, 2, 3, 3}, 1)}, {{"group", attr_i(2)}}),
+               Error);                                                     // M % group
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3}, 1)}), Error);  // rank
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3, 3}, 1), random_uniform({3}, 1)}), Error);  // bias
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3, 3}, 1)}, {{"kernel_shape", attr_ints({2, 2})}}),
+               Error);
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3, 3}, 1)}, {{"strides", attr_ints({0, 1})}}), Error);
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3, 3}, 1)}, {{"pads", attr_ints({1, 1})}}), Error);
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 3, 3}, 1)}, {{"auto_pad", attr_s("SAME")}}), Error);
+  EXPECT_THROW(run_op("Conv", {x, random_uniform({2, 4, 7, 7}, 1)}), Error);  // kernel larger than the input
   EXPECT_THROW(run_op("Conv", {Tensor::from_vector<int32_t>({1, 2, 3}, {1, 1, 3}),
                                Tensor::from_vector<int32_t>({1}, {1, 1, 1})}),
                Error);
@@ -410,7 +404,8 @@ TEST(Linalg, ConvTransposeMatchesNaive) {
   };
   for (auto& c : cases) {
     size_t nsp = c.x.size() - 2;
-    Tensor x = random(c.x, 41), w = random(c.w, 42), b = random({c.w[1] * c.group}, 43);
+    Tensor x = random_uniform(c.x, 41), w = random_uniform(c.w, 42),
+           b = random_uniform({c.w[1] * c.group}, 43);
     std::vector<int64_t> s = c.strides.empty() ? std::vector<int64_t>(nsp, 1) : c.strides;
     std::vector<int64_t> d = c.dilations.empty() ? std::vector<int64_t>(nsp, 1) : c.dilations;
     std::vector<int64_t> p = c.pads.empty() ? std::vector<int64_t>(2 * nsp, 0) : c.pads;
@@ -434,7 +429,7 @@ TEST(Linalg, ConvTransposeMatchesNaive) {
 }
 
 TEST(Linalg, ConvTransposeOutputShapeAndAutoPad) {
-  Tensor x = random({1, 1, 3, 3}, 51), w = random({1, 2, 3, 3}, 52);
+  Tensor x = random_uniform({1, 1, 3, 3}, 51), w = random_uniform({1, 2, 3, 3}, 52);
   // The full output is 9x7; these pad starts match onnxruntime.
   auto check = [&](std::map<std::string, Attribute> attrs, Shape out, std::vector<int64_t> pad_begin) {
     attrs["strides"] = attr_ints({3, 2});
@@ -452,18 +447,23 @@ TEST(Linalg, ConvTransposeOutputShapeAndAutoPad) {
 }
 
 TEST(Linalg, ConvTransposeErrors) {
-  Tensor x = random({1, 2, 3, 3}, 1);
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({3, 2, 3, 3}, 1)}), Error);  // W[0] != C
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1)}, {{"group", attr_i(3)}}), Error);
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1), random({3}, 1)}), Error);  // bias
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1)}, {{"output_padding", attr_ints({1, 1})}}),
-               Error);  // not below stride or dilation
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1)}, {{"output_shape", attr_ints({5})}}),
-               Error);
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1)}, {{"output_shape", attr_ints({9, 9})}}),
-               Error);  // larger than the input can cover
-  EXPECT_THROW(run_op("ConvTranspose", {x, random({2, 2, 3, 3}, 1)}, {{"pads", attr_ints({3, 3, 3, 3})}}),
-               Error);  // nothing left
+  Tensor x = random_uniform({1, 2, 3, 3}, 1);
+  EXPECT_THROW(run_op("ConvTranspose", {x, random_uniform({3, 2, 3, 3}, 1)}), Error);  // W[0] != C
+  EXPECT_THROW(run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1)}, {{"group", attr_i(3)}}), Error);
+  EXPECT_THROW(run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1), random_uniform({3}, 1)}),
+               Error);  // bias
+  EXPECT_THROW(
+      run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1)}, {{"output_padding", attr_ints({1, 1})}}),
+      Error);  // not below stride or dilation
+  EXPECT_THROW(
+      run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1)}, {{"output_shape", attr_ints({5})}}),
+      Error);
+  EXPECT_THROW(
+      run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1)}, {{"output_shape", attr_ints({9, 9})}}),
+      Error);  // larger than the input can cover
+  EXPECT_THROW(
+      run_op("ConvTranspose", {x, random_uniform({2, 2, 3, 3}, 1)}, {{"pads", attr_ints({3, 3, 3, 3})}}),
+      Error);  // nothing left
 }
 
 // ---------------------------------------------------------------------------------------
@@ -525,7 +525,7 @@ TEST(Linalg, EinsumMatchesNumpy) {
 
 TEST(Linalg, EinsumAttentionAndIntegers) {
   // Larger attention-shaped contraction against MatMul of the transposed keys.
-  Tensor q = random({2, 3, 5, 4}, 61), k = random({2, 3, 6, 4}, 62);
+  Tensor q = random_uniform({2, 3, 5, 4}, 61), k = random_uniform({2, 3, 6, 4}, 62);
   Tensor y = run_op("Einsum", {q, k}, {{"equation", attr_s("bhqd,bhkd->bhqk")}})[0];
   Tensor kt(DType::f32, {2, 3, 4, 6});
   for (int64_t b = 0; b < 6; b++)
@@ -544,15 +544,15 @@ TEST(Linalg, EinsumErrors) {
   auto bad = [](std::string eq, std::vector<Tensor> in) {
     EXPECT_THROW(run_op("Einsum", in, {{"equation", attr_s(eq)}}), Error) << eq;
   };
-  Tensor m = random({2, 3}, 1);
+  Tensor m = random_uniform({2, 3}, 1);
   bad("ij,jk->ik", {m});                       // terms vs inputs
   bad("ij->ik", {m});                          // output label not in the inputs
   bad("ij->ii", {m});                          // repeated output label
   bad("ijk->i", {m});                          // term rank
   bad("i1->i", {m});                           // invalid character
-  bad("ij,jk", {m, random({4, 2}, 2)});        // j is 3 and 4
-  bad("...ij->ij", {random({2, 2, 3}, 3)});    // ellipsis dims dropped
-  bad("...i...->i", {random({2, 2, 3}, 3)});   // two ellipses
+  bad("ij,jk", {m, random_uniform({4, 2}, 2)});       // j is 3 and 4
+  bad("...ij->ij", {random_uniform({2, 2, 3}, 3)});   // ellipsis dims dropped
+  bad("...i...->i", {random_uniform({2, 2, 3}, 3)});  // two ellipses
   EXPECT_THROW(run_op("Einsum", {m}), Error);  // no equation
 }
 
@@ -586,7 +586,7 @@ TEST(Linalg, MatMulIntegerZeroPoints) {
 
 TEST(Linalg, MatMulIntegerErrors) {
   Tensor a = seq_q<uint8_t>({3, 4}, 0), b = seq_q<uint8_t>({4, 2}, 1);
-  EXPECT_THROW(run_op("MatMulInteger", {random({3, 4}, 1), b}), Error);  // float A
+  EXPECT_THROW(run_op("MatMulInteger", {random_uniform({3, 4}, 1), b}), Error);  // float A
   EXPECT_THROW(run_op("MatMulInteger", {a, b, Tensor::from_vector<uint8_t>({1, 2}, {2})}),
                Error);                                                                         // [M] is 3
   EXPECT_THROW(run_op("MatMulInteger", {a, b, Tensor::from_vector<int8_t>({1}, {})}), Error);  // zp dtype

@@ -17,17 +17,8 @@ using test::attr_f;
 using test::attr_i;
 using test::attr_ints;
 using test::attr_s;
+using test::random_uniform;
 using Attrs = std::map<std::string, Attribute>;
-
-Tensor random(Shape s, uint32_t seed, float lo = -1, float hi = 1) {
-  Tensor t(DType::f32, s);
-  uint32_t x = seed * 2654435761u + 12345;
-  for (int64_t i = 0; i < t.numel(); i++) {
-    x = x * 1664525u + 1013904223u;
-    t.data<float>()[i] = lo + (hi - lo) * float(x >> 8) / float(1 << 24);
-  }
-  return t;
-}
 
 Tensor scalar(float v) { return test::f32({v}, {}); }
 
@@ -106,17 +97,20 @@ TEST(Fusion, BatchNormalizationFoldsIntoConvAndConvTranspose) {
   Builder b;
   std::string x = b.input("x", {2, 5, 9, 7});
   auto bn = [&](const std::string& v, int64_t c, uint32_t seed) {
-    return b.node("BatchNormalization",
-                  {v, b.constant(random({c}, seed, 0.5f, 1.5f)), b.constant(random({c}, seed + 1)),
-                   b.constant(random({c}, seed + 2)), b.constant(random({c}, seed + 3, 0.2f, 2.f))},
-                  {{"epsilon", attr_f(1e-3f)}});
+    return b.node(
+        "BatchNormalization",
+        {v, b.constant(random_uniform({c}, seed, 0.5f, 1.5f)), b.constant(random_uniform({c}, seed + 1)),
+         b.constant(random_uniform({c}, seed + 2)), b.constant(random_uniform({c}, seed + 3, 0.2f, 2.f))},
+        {{"epsilon", attr_f(1e-3f)}});
   };
-  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1)), b.constant(random({6}, 2))}, conv_attrs());
+  std::string y =
+      b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1)), b.constant(random_uniform({6}, 2))},
+             conv_attrs());
   y = bn(y, 6, 10);
-  std::string t = b.node("ConvTranspose", {y, b.constant(random({6, 3, 2, 2}, 3))},
+  std::string t = b.node("ConvTranspose", {y, b.constant(random_uniform({6, 3, 2, 2}, 3))},
                          {{"group", attr_i(3)}, {"strides", attr_ints({2, 2})}});  // 9 output channels
   b.output(bn(t, 9, 20));
-  Compared c = run_both(b.m, {{"x", random({2, 5, 9, 7}, 4)}}, {}, 1e-4);
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 4)}}, {}, 1e-4);
   EXPECT_EQ(c.ops.count("BatchNormalization"), 0u);
   EXPECT_EQ(report_of(c), "1 Conv+BatchNormalization, 1 ConvTranspose+BatchNormalization");
 }
@@ -124,11 +118,12 @@ TEST(Fusion, BatchNormalizationFoldsIntoConvAndConvTranspose) {
 TEST(Fusion, BatchNormalizationStaysWhenTheConvOutputHasAnotherUser) {
   Builder b;
   std::string x = b.input("x", {2, 5, 6, 6});
-  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 1, 1}, 1))});
-  b.output(b.node("BatchNormalization", {y, b.constant(random({6}, 5, 0.5f, 1.5f)), b.constant(random({6}, 6)),
-                                         b.constant(random({6}, 7)), b.constant(random({6}, 8, 0.2f, 2.f))}));
+  std::string y = b.node("Conv", {x, b.constant(random_uniform({6, 5, 1, 1}, 1))});
+  b.output(b.node("BatchNormalization",
+                  {y, b.constant(random_uniform({6}, 5, 0.5f, 1.5f)), b.constant(random_uniform({6}, 6)),
+                   b.constant(random_uniform({6}, 7)), b.constant(random_uniform({6}, 8, 0.2f, 2.f))}));
   b.output(y);
-  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 4)}});
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 6, 6}, 4)}});
   EXPECT_EQ(c.ops["BatchNormalization"], 1);
   EXPECT_EQ(c.ops["Conv"], 1);
 }
@@ -136,11 +131,14 @@ TEST(Fusion, BatchNormalizationStaysWhenTheConvOutputHasAnotherUser) {
 TEST(Fusion, ConvResidualAddAndReluBecomeOneFusedConv) {
   Builder b;
   std::string x = b.input("x", {2, 5, 9, 7}), z = b.input("z", {2, 6, 9, 4});
-  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1)), b.constant(random({6}, 2))}, conv_attrs());
+  std::string y =
+      b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1)), b.constant(random_uniform({6}, 2))},
+             conv_attrs());
   std::string sum = b.node("Add", {z, y});  // the residual first
   b.output(b.node("Relu", {sum}));
   b.output(b.node("Neg", {z}));  // the residual has another user: it stays an input
-  Compared c = run_both(b.m, {{"x", random({2, 5, 9, 7}, 3)}, {"z", random({2, 6, 9, 4}, 4)}});
+  Compared c =
+      run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 3)}, {"z", random_uniform({2, 6, 9, 4}, 4)}});
   EXPECT_EQ(c.ops["com.microsoft.FusedConv"], 1);
   EXPECT_EQ(c.ops.count("Add") + c.ops.count("Relu") + c.ops.count("Conv"), 0u);
   EXPECT_EQ(report_of(c), "1 Conv+Add+Relu");
@@ -149,9 +147,11 @@ TEST(Fusion, ConvResidualAddAndReluBecomeOneFusedConv) {
 TEST(Fusion, ABroadcastResidualIsNotFused) {
   Builder b;
   std::string x = b.input("x", {2, 5, 6, 6}), z = b.input("z", {1, 6, 1, 1}, false);
-  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 3, 3}, 1))}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  std::string y =
+      b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1))}, {{"pads", attr_ints({1, 1, 1, 1})}});
   b.output(b.node("Relu", {b.node("Add", {y, z})}));
-  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 3)}, {"z", random({1, 6, 1, 1}, 4)}});
+  Compared c =
+      run_both(b.m, {{"x", random_uniform({2, 5, 6, 6}, 3)}, {"z", random_uniform({1, 6, 1, 1}, 4)}});
   EXPECT_EQ(c.ops["Conv"], 1);
   EXPECT_EQ(c.ops["Add"], 1);
   EXPECT_EQ(c.ops.count("com.microsoft.FusedConv"), 0u);
@@ -160,10 +160,10 @@ TEST(Fusion, ABroadcastResidualIsNotFused) {
 TEST(Fusion, ConvKeepsItsActivationWhenTheConvOutputIsAGraphOutput) {
   Builder b;
   std::string x = b.input("x", {2, 5, 6, 6});
-  std::string y = b.node("Conv", {x, b.constant(random({6, 5, 1, 1}, 1))});
+  std::string y = b.node("Conv", {x, b.constant(random_uniform({6, 5, 1, 1}, 1))});
   b.output(b.node("Relu", {y}));
   b.output(y);
-  Compared c = run_both(b.m, {{"x", random({2, 5, 6, 6}, 3)}});
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 6, 6}, 3)}});
   EXPECT_EQ(c.ops["Relu"], 1);
   EXPECT_EQ(c.ops.count("com.microsoft.FusedConv"), 0u);
 }
@@ -189,8 +189,9 @@ TEST(Fusion, EveryActivationFusesIntoConv) {
     SCOPED_TRACE(k.op);
     Builder b;
     std::string x = b.input("x", {2, 3, 5, 7});
-    std::string y = b.node("Conv", {x, b.constant(random({7, 3, 3, 3}, 1, -2, 2)), b.constant(random({7}, 2))},
-                           {{"pads", attr_ints({1, 1, 1, 1})}});
+    std::string y = b.node(
+        "Conv", {x, b.constant(random_uniform({7, 3, 3, 3}, 1, -2, 2)), b.constant(random_uniform({7}, 2))},
+        {{"pads", attr_ints({1, 1, 1, 1})}});
     if (k.op == "SiLU") {
       b.output(b.node("Mul", {b.node("Sigmoid", {y}), y}));
     } else if (k.op == "Clip") {
@@ -198,7 +199,7 @@ TEST(Fusion, EveryActivationFusesIntoConv) {
     } else {
       b.output(b.node(k.op, {y}, k.attrs));
     }
-    Compared c = run_both(b.m, {{"x", random({2, 3, 5, 7}, 3, -2, 2)}});
+    Compared c = run_both(b.m, {{"x", random_uniform({2, 3, 5, 7}, 3, -2, 2)}});
     EXPECT_EQ(report_of(c), "1 " + k.pattern);
     EXPECT_EQ(c.ops.size(), 1u);
   }
@@ -216,10 +217,10 @@ std::string erf_gelu(Builder& b, const std::string& x) {
 TEST(Fusion, MatMulBiasAndGeluBecomeFusedMatMul) {
   Builder b;
   std::string x = b.input("x", {2, 5, 20});
-  std::string y = b.node("MatMul", {x, b.constant(random({20, 13}, 1))});
-  y = b.node("Add", {b.constant(random({13}, 2)), y});
+  std::string y = b.node("MatMul", {x, b.constant(random_uniform({20, 13}, 1))});
+  y = b.node("Add", {b.constant(random_uniform({13}, 2)), y});
   b.output(erf_gelu(b, y));
-  Compared c = run_both(b.m, {{"x", random({2, 5, 20}, 3, -2, 2)}});
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 20}, 3, -2, 2)}});
   EXPECT_EQ(report_of(c), "1 Gelu subgraph (erf), 1 MatMul+Add+Gelu");
   EXPECT_EQ(c.ops.size(), 1u);
   EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
@@ -230,11 +231,11 @@ TEST(Fusion, MatMulResidualFusesUnlessTheSumHasAnotherUser) {
     SCOPED_TRACE(shared);
     Builder b;
     std::string x = b.input("x", {2, 5, 20}), z = b.input("z", {2, 5, 13});
-    std::string y = b.node("MatMul", {x, b.constant(random({20, 13}, 1))});
-    std::string biased = b.node("Add", {y, b.constant(random({1, 1, 13}, 2))});
+    std::string y = b.node("MatMul", {x, b.constant(random_uniform({20, 13}, 1))});
+    std::string biased = b.node("Add", {y, b.constant(random_uniform({1, 1, 13}, 2))});
     b.output(b.node("Add", {biased, z}));
     if (shared) b.output(b.node("Neg", {biased}));
-    Compared c = run_both(b.m, {{"x", random({2, 5, 20}, 3)}, {"z", random({2, 5, 13}, 4)}});
+    Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 20}, 3)}, {"z", random_uniform({2, 5, 13}, 4)}});
     EXPECT_EQ(report_of(c), shared ? "1 MatMul+Add" : "1 MatMul+Add+Add");
   }
 }
@@ -242,10 +243,11 @@ TEST(Fusion, MatMulResidualFusesUnlessTheSumHasAnotherUser) {
 TEST(Fusion, GemmWithTransposedWeightsAndReluBecomesFusedMatMul) {
   Builder b;
   std::string x = b.input("x", {3, 20});
-  std::string y = b.node("Gemm", {x, b.constant(random({13, 20}, 1)), b.constant(random({13}, 2))},
-                         {{"transB", attr_i(1)}});
+  std::string y =
+      b.node("Gemm", {x, b.constant(random_uniform({13, 20}, 1)), b.constant(random_uniform({13}, 2))},
+             {{"transB", attr_i(1)}});
   b.output(b.node("Relu", {y}));
-  Compared c = run_both(b.m, {{"x", random({3, 20}, 3)}});
+  Compared c = run_both(b.m, {{"x", random_uniform({3, 20}, 3)}});
   EXPECT_EQ(report_of(c), "1 Gemm+Relu");
   EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
 }
@@ -261,8 +263,9 @@ TEST(Fusion, LayerNormalizationSubgraphBecomesOneNode) {
   std::string var = b.node("ReduceMean", {b.node("Pow", {d, b.constant(scalar(2.f))}), axes});
   std::string s = b.node("Sqrt", {b.node("Add", {var, b.constant(scalar(1e-5f))})});
   std::string n = b.node("Div", {d, s});
-  b.output(b.node("Add", {b.node("Mul", {n, b.constant(random({19}, 1))}), b.constant(random({19}, 2))}));
-  Compared c = run_both(b.m, {{"x", random({2, 5, 19}, 3, -3, 3)}});
+  b.output(b.node(
+      "Add", {b.node("Mul", {n, b.constant(random_uniform({19}, 1))}), b.constant(random_uniform({19}, 2))}));
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 19}, 3, -3, 3)}});
   EXPECT_EQ(report_of(c), "1 LayerNormalization subgraph");
   EXPECT_EQ(c.ops.size(), 1u);
   EXPECT_EQ(c.ops["LayerNormalization"], 1);
@@ -276,7 +279,7 @@ TEST(Fusion, TanhGeluSubgraphBecomesFastGelu) {
   std::string t = b.node("Tanh", {b.node("Mul", {inner, b.constant(scalar(0.7978845608028654f))})});
   std::string a = b.node("Add", {t, b.constant(scalar(1.f))});
   b.output(b.node("Mul", {b.node("Mul", {x, b.constant(scalar(0.5f))}), a}));
-  Compared c = run_both(b.m, {{"x", random({2, 37}, 3, -4, 4)}});
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 37}, 3, -4, 4)}});
   EXPECT_EQ(report_of(c), "1 FastGelu subgraph (tanh)");
   EXPECT_EQ(c.ops["com.microsoft.FastGelu"], 1);
 }
@@ -295,12 +298,12 @@ TEST(Fusion, BertAttentionBecomesOneNode) {
   std::string s = b.node("Div", {b.node("MatMul", {qt, kt}), b.constant(scalar(std::sqrt(12.f)))});
   std::string p = b.node("Softmax", {b.node("Add", {s, mask})}, {{"axis", attr_i(-1)}});
   b.output(b.node("Transpose", {b.node("MatMul", {p, vt})}, {{"perm", attr_ints({0, 2, 1, 3})}}));
-  Tensor m = random({2, 1, 1, 7}, 9);
+  Tensor m = random_uniform({2, 1, 1, 7}, 9);
   for (int64_t i = 0; i < m.numel(); i++) m.data<float>()[i] = m.data<float>()[i] > 0.5f ? -10000.f : 0.f;
-  Compared c = run_both(b.m, {{"q", random({2, 7, 3, 12}, 1, -2, 2)},
-                               {"k", random({2, 7, 3, 12}, 2, -2, 2)},
-                               {"v", random({2, 7, 3, 12}, 3)},
-                               {"mask", m}});
+  Compared c = run_both(b.m, {{"q", random_uniform({2, 7, 3, 12}, 1, -2, 2)},
+                              {"k", random_uniform({2, 7, 3, 12}, 2, -2, 2)},
+                              {"v", random_uniform({2, 7, 3, 12}, 3)},
+                              {"mask", m}});
   EXPECT_EQ(report_of(c), "1 Attention+mask");
   EXPECT_EQ(c.ops.size(), 1u);
 }
@@ -315,9 +318,9 @@ TEST(Fusion, VitAttentionOnRank3OperandsBecomesOneNode) {
   std::string kt = b.node("Transpose", {k}, {{"perm", attr_ints({1, 2, 0})}});
   std::string p = b.node("Softmax", {b.node("MatMul", {qs, kt})}, {{"axis", attr_i(-1)}});
   b.output(b.node("MatMul", {p, v}));
-  Compared c = run_both(b.m, {{"q", random({6, 5, 10}, 1, -2, 2)},
-                               {"k", random({5, 6, 10}, 2, -2, 2)},
-                               {"v", random({6, 5, 10}, 3)}});
+  Compared c = run_both(b.m, {{"q", random_uniform({6, 5, 10}, 1, -2, 2)},
+                              {"k", random_uniform({5, 6, 10}, 2, -2, 2)},
+                              {"v", random_uniform({6, 5, 10}, 3)}});
   EXPECT_EQ(report_of(c), "1 Attention");
   EXPECT_EQ(c.ops.size(), 1u);
 }
@@ -328,7 +331,7 @@ TEST(Fusion, ScoresWithAnotherUserAreNotFused) {
   std::string s = b.node("MatMul", {q, k});
   b.output(b.node("MatMul", {b.node("Softmax", {s}, {{"axis", attr_i(-1)}}), q}));
   b.output(s);
-  Compared c = run_both(b.m, {{"q", random({2, 4, 8}, 1)}, {"k", random({2, 8, 4}, 2)}});
+  Compared c = run_both(b.m, {{"q", random_uniform({2, 4, 8}, 1)}, {"k", random_uniform({2, 8, 4}, 2)}});
   EXPECT_EQ(c.ops["Softmax"], 1);
 }
 
@@ -337,7 +340,7 @@ TEST(Fusion, ScoresWithAnotherUserAreNotFused) {
 TEST(Fusion, ReferenceKernelsSwitchTurnsEveryPassOff) {
   Builder b;
   std::string x = b.input("x", {2, 3, 5, 5});
-  b.output(b.node("Relu", {b.node("Conv", {x, b.constant(random({4, 3, 1, 1}, 1))})}));
+  b.output(b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({4, 3, 1, 1}, 1))})}));
   setenv(kReferenceKernelsEnv, "1", 1);
   Session off(b.m);
   unsetenv(kReferenceKernelsEnv);
