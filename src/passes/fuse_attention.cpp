@@ -151,10 +151,7 @@ void fuse_attention_at(FusionGraph& g, size_t softmax_index, FusionCounts& count
   if (k_perm != identity) fused.attrs["k_perm"] = ints_attr(k_perm);
   if (v_perm != identity) fused.attrs["v_perm"] = ints_attr(v_perm);
   if (out_perm != identity) fused.attrs["out_perm"] = ints_attr(out_perm);
-  std::sort(nodes.begin(), nodes.end());
-  for (size_t n : nodes)
-    if (n != nodes.back()) g.remove(n);
-  g.replace(nodes.back(), std::move(fused));
+  g.replace_all(std::move(nodes), std::move(fused));
   counts[mask.empty() ? "Attention" : "Attention+mask"]++;
 }
 

@@ -130,10 +130,7 @@ void fuse_layer_norm_at(FusionGraph& g, size_t index, FusionCounts& counts) {
   ln.attrs["axis"].i = -*k;
   ln.attrs["epsilon"].kind = Attribute::Kind::f;
   ln.attrs["epsilon"].f = float(*eps);
-  std::sort(nodes.begin(), nodes.end());
-  for (size_t n : nodes)
-    if (n != nodes.back()) g.remove(n);
-  g.replace(nodes.back(), std::move(ln));
+  g.replace_all(std::move(nodes), std::move(ln));
   counts["LayerNormalization subgraph"]++;
 }
 
@@ -205,10 +202,7 @@ void fuse_erf_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
   gelu.domain = "com.microsoft";
   gelu.inputs = {x};
   gelu.outputs = {y};
-  std::sort(nodes.begin(), nodes.end());
-  for (size_t n : nodes)
-    if (n != nodes.back()) g.remove(n);
-  g.replace(nodes.back(), std::move(gelu));
+  g.replace_all(std::move(nodes), std::move(gelu));
   counts["Gelu subgraph (erf)"]++;
 }
 
@@ -260,10 +254,7 @@ void fuse_tanh_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
     gelu.domain = "com.microsoft";
     gelu.inputs = {x};
     gelu.outputs = {y};
-    std::sort(all.begin(), all.end());
-    for (size_t n : all)
-      if (n != all.back()) g.remove(n);
-    g.replace(all.back(), std::move(gelu));
+    g.replace_all(std::move(all), std::move(gelu));
     counts["FastGelu subgraph (tanh)"]++;
     return;
   }

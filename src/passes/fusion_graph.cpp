@@ -139,6 +139,12 @@ void FusionGraph::replace(size_t i, Node fused) {
   index_node(i);
 }
 
+void FusionGraph::replace_all(std::vector<size_t> nodes, Node fused) {
+  std::sort(nodes.begin(), nodes.end());
+  for (size_t i = 0; i + 1 < nodes.size(); i++) remove(nodes[i]);
+  replace(nodes.back(), std::move(fused));
+}
+
 void FusionGraph::finish() {
   Graph& g = model.graph;
   std::vector<Node> kept;

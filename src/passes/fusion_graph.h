@@ -70,6 +70,8 @@ class FusionGraph {
   void remove(size_t i);
   // Puts `fused` in node i's place.
   void replace(size_t i, Node fused);
+  // Puts `fused` in place of all of `nodes`: at the last of them, the others removed.
+  void replace_all(std::vector<size_t> nodes, Node fused);
   void finish();
 
  private:
