@@ -119,6 +119,22 @@ TEST(Cli, BenchOnGivenValuesAnswersRoundsFromStdin) {
   EXPECT_NE(bad.output.find("a round needs at least one run"), std::string::npos) << bad.output;
 }
 
+TEST(Cli, BadCpuBackendSwitchesNameTheVariableAndTheValues) {
+  std::string run = std::string(VLRT_BINARY) + " run " + kTiny + " --input image=" + kImage;
+  auto isa = run_command("VLRT_CPU_ISA=bogus " + run);
+  EXPECT_NE(isa.exit_code, 0);
+  EXPECT_NE(isa.output.find("VLRT_CPU_ISA=bogus is not a CPU instruction set level: use plain, avx2 or avx512"),
+            std::string::npos)
+      << isa.output;
+  auto layout = run_command("VLRT_ONEDNN_CONV_LAYOUT=nchw16 " + run);
+  EXPECT_NE(layout.exit_code, 0);
+  EXPECT_NE(layout.output.find("VLRT_ONEDNN_CONV_LAYOUT=nchw16 is not a convolution layout: use plain, nhwc or "
+                               "blocked"),
+            std::string::npos)
+      << layout.output;
+  EXPECT_EQ(run_command("VLRT_ONEDNN_CONV_LAYOUT=nhwc " + run).exit_code, 0);
+}
+
 TEST(Cli, BenchProfileListsTheOpTypesThatRunKernels) {
   auto r = run_cli("bench " + kTiny + " --input image=1x3x32x32 --runs 2 --profile");
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -73,7 +73,10 @@ ConvLayout conv_layout() {
   static const ConvLayout layout = [] {
     const char* v = std::getenv("VLRT_ONEDNN_CONV_LAYOUT");
     std::string s = v ? v : "";
-    return s == "nhwc" ? ConvLayout::nhwc : s == "plain" ? ConvLayout::plain : ConvLayout::blocked;
+    if (s.empty() || s == "blocked") return ConvLayout::blocked;
+    if (s == "nhwc") return ConvLayout::nhwc;
+    if (s == "plain") return ConvLayout::plain;
+    fail("VLRT_ONEDNN_CONV_LAYOUT=", s, " is not a convolution layout: use plain, nhwc or blocked");
   }();
   return layout;
 }
