@@ -66,6 +66,10 @@ class Backend {
     return nullptr;
   }
 
+  // The block of channels in which this backend's convolutions read and write activations
+  // fastest (vlrt.BlockedConv, src/ops/layout_semantics.h); 0: it has no such layout.
+  virtual int64_t conv_channel_block() const { return 0; }
+
   // Runs one node. Inputs and outputs are on this device, outputs allocated with their
   // final shapes; an input the state replaced may be nullptr. Work may be queued:
   // copies and kernels run in order, synchronize() waits for them.

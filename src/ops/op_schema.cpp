@@ -74,6 +74,7 @@ const SchemaTable& op_schemas() {
     register_sequence_schemas(t);
     register_tfidf_schemas(t);
     register_fused_schemas(t);
+    register_layout_schemas(t);
     return t;
   }();
   return table;

@@ -127,5 +127,6 @@ void register_quantization_contrib_schemas(SchemaTable& t);
 void register_sequence_schemas(SchemaTable& t);
 void register_tfidf_schemas(SchemaTable& t);
 void register_fused_schemas(SchemaTable& t);
+void register_layout_schemas(SchemaTable& t);
 
 }  // namespace vlrt

@@ -8,7 +8,7 @@ namespace vlrt {
 
 FusionOptions FusionOptions::none() {
   FusionOptions o;
-  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = false;
+  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.conv_layout = false;
   return o;
 }
 
@@ -21,7 +21,8 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
       {options.conv_batchnorm, fuse_conv_batchnorm}, {options.conv_activation, fuse_conv_activation},
       {options.attention, fuse_attention},     {options.matmul, fuse_matmul},
   };
-  bool any = false;
+  int64_t block = options.conv_layout ? host.conv_channel_block() : 0;
+  bool any = block > 0;
   for (auto& [on, pass] : passes) any = any || on;
   FusionReport report;
   if (!any) return report;
@@ -31,6 +32,11 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
     if (!on) continue;
     FusionCounts counts;
     pass(graph, counts);
+    for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
+  }
+  if (block > 0) {  // last: it rewrites the convolutions the passes above made
+    FusionCounts counts;
+    block_conv_layout(graph, counts, block);
     for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
   }
   graph.finish();

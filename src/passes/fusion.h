@@ -22,6 +22,8 @@ struct FusionOptions {
   bool layer_norm = true;
   bool gelu = true;
   bool attention = true;
+  // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).
+  bool conv_layout = true;
   // Every pass off.
   static FusionOptions none();
 };
@@ -30,7 +32,7 @@ struct FusionOptions {
 using FusionReport = std::vector<std::pair<std::string, size_t>>;
 
 // Runs the enabled passes over the model's main graph (subgraphs are left as written). `host`
-// infers shapes for the checks that need them. Returns what was fused.
+// infers shapes for the checks that need them and names the convolutions' blocked layout. Returns what was fused.
 FusionReport fuse(Model& model, const FusionOptions& options, Backend& host);
 
 // "53 Conv+BatchNormalization, 16 Conv+Add+Relu" ("nothing" when empty).

@@ -125,11 +125,28 @@ std::optional<double> FusionGraph::scalar(const std::string& v) const {
   return t->to_double_vector()[0];
 }
 
-std::string FusionGraph::add_constant(const std::string& base, const Tensor& t) {
+std::string FusionGraph::unique_name(const std::string& base) const {
+  auto taken = [&](const std::string& name) {
+    if (model.graph.initializers.count(name) || producers_.count(name)) return true;
+    for (auto& in : model.graph.inputs)
+      if (in.name == name) return true;
+    return false;
+  };
   std::string name = base;
-  for (int k = 1; model.graph.initializers.count(name) || producers_.count(name); k++) name = cat(base, "_", k);
+  for (int k = 1; taken(name); k++) name = cat(base, "_", k);
+  return name;
+}
+
+std::string FusionGraph::add_constant(const std::string& base, const Tensor& t) {
+  std::string name = unique_name(base);
   model.graph.initializers[name] = t;
   return name;
+}
+
+void FusionGraph::add(Node n) {
+  model.graph.nodes.push_back(std::move(n));
+  alive_.push_back(true);
+  index_node(size() - 1);
 }
 
 void FusionGraph::remove(size_t i) { alive_[i] = false; }

@@ -65,8 +65,12 @@ class FusionGraph {
   // A constant holding one value (any shape of one element): that value.
   std::optional<double> scalar(const std::string& v) const;
 
+  // A value name made from `base` that no initializer or node output has yet.
+  std::string unique_name(const std::string& base) const;
   // Adds an initializer named after `base`, unique in the graph; returns its name.
   std::string add_constant(const std::string& base, const Tensor& t);
+  // Adds a node (finish() puts it in order).
+  void add(Node n);
   void remove(size_t i);
   // Puts `fused` in node i's place.
   void replace(size_t i, Node fused);
@@ -92,6 +96,9 @@ void fuse_matmul(FusionGraph& g, FusionCounts& counts);
 void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
 void fuse_gelu(FusionGraph& g, FusionCounts& counts);
 void fuse_attention(FusionGraph& g, FusionCounts& counts);
+// Not a fusion but run with them, last: runs of convolutions keep their activations in blocks
+// of `block` channels (conv_layout.cpp).
+void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);
 
 // The activation node that follows value v as its only user, fusable into a kernel's epilogue:
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft

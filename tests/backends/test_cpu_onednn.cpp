@@ -12,7 +12,7 @@ namespace {
 Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
   Node n = make_node(op, inputs.size(), 1, std::move(attrs));
   if (op == "FusedConv") n.domain = "com.microsoft";
-  if (op == "FusedMatMul") n.domain = "vlrt";
+  if (op == "FusedMatMul" || op == "BlockedConv" || op == "FromChannelBlocks") n.domain = "vlrt";
   for (size_t i = 0; i < inputs.size(); i++)
     if (!inputs[i].defined()) n.inputs[i] = "";
   return n;
@@ -39,7 +39,9 @@ size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
   CpuBackend cpu(0, test_pool());
   cpu.set_reference_kernels(false);
   PrepareInfo info = cpu.prepare_info(n, 17, ptrs);
-  if (info.bytes) EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1}) << n.op_type;
+  if (info.bytes) {
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1}) << n.op_type;
+  }
   return info.bytes;
 }
 
@@ -101,6 +103,74 @@ TEST(CpuOneDnn, FusedConvMatchesReference) {
     check_against_reference("FusedConv", {x, w, b, z}, attrs);
   }
   check_against_reference("FusedConv", {x, w, Tensor(), z}, {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}});
+}
+
+// [N, C, H, W] in blocks of `block` channels, written out independently of the kernels.
+Tensor channel_blocks(const Tensor& t, int64_t block) {
+  int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3), blocks = (c + block - 1) / block;
+  Tensor out = Tensor::zeros(DType::f32, {n, blocks, t.dim(2), t.dim(3), block});
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t s = 0; s < hw; s++)
+        out.data<float>()[((i * blocks + ch / block) * hw + s) * block + ch % block] = t.data<float>()[(i * c + ch) * hw + s];
+  return out;
+}
+
+// Combinations of blocked and plain X, Z and Y, in blocks of 16 and 8, on awkward
+// shapes: oneDNN's kernel reads and writes the blocks as the reference kernel does (which
+// goes through the plain layout), padding channels included; and the plain result is the
+// FusedConv one.
+TEST(CpuOneDnn, BlockedConvMatchesReferenceInEveryLayout) {
+  struct Case {
+    Shape x, w;
+    std::map<std::string, Attribute> attrs;
+  };
+  std::vector<Case> cases = {
+      {{2, 5, 7, 6}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}}},
+      {{1, 20, 9, 9}, {20, 1, 3, 3}, {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 17, 6, 5}, {33, 17, 1, 1}, {{"activation", attr_s("HardSwish")}}},
+      {{2, 16, 6, 5}, {16, 8, 3, 3}, {{"group", attr_i(2)}, {"dilations", attr_ints({2, 1})}, {"pads", attr_ints({2, 1, 2, 1})}}},
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case& c = cases[i];
+    Tensor x = random_uniform(c.x, uint32_t(i)), w = random_uniform(c.w, uint32_t(i) + 50),
+           b = random_uniform({c.w[0]}, uint32_t(i) + 90);
+    Shape y_shape = run_cpu(node_for("FusedConv", {x, w, b}, c.attrs), {x, w, b}, false).shape();
+    Tensor z = random_uniform(y_shape, uint32_t(i) + 7);
+    Tensor plain_yz = run_cpu(node_for("FusedConv", {x, w, b, z}, c.attrs), {x, w, b, z}, true);
+    // every layout in blocks of 16; in blocks of 8, X alone and everything blocked
+    for (auto [block, layout] : std::vector<std::pair<int64_t, int>>{
+             {16, 1}, {16, 2}, {16, 3}, {16, 4}, {16, 5}, {16, 6}, {16, 7}, {8, 1}, {8, 7}}) {
+      SCOPED_TRACE(cat("case ", i, " block ", block, " layout ", layout));
+        std::map<std::string, Attribute> attrs = c.attrs;
+        int64_t src = layout & 1 ? block : 0, sum = layout & 2 ? block : 0, dst = layout & 4 ? block : 0;
+        attrs["src_block"] = attr_i(src);
+        attrs["sum_block"] = attr_i(sum);
+        attrs["dst_block"] = attr_i(dst);
+        std::vector<Tensor> in = {src ? channel_blocks(x, block) : x, w, b, sum ? channel_blocks(z, block) : z};
+        Node n = node_for("BlockedConv", in, attrs);
+        EXPECT_GT(packed_bytes(n, in), 0u);
+        Tensor want = dst ? channel_blocks(plain_yz, block) : plain_yz;
+        expect_close(run_cpu(n, in, false), want, 1e-4, 1e-4);
+        expect_close(run_cpu(n, in, true), want, 1e-4, 1e-4);
+      }
+  }
+}
+
+TEST(CpuOneDnn, FromChannelBlocksGivesThePlainTensor) {
+  Tensor x = random_uniform({2, 19, 3, 5}, 1);
+  for (int64_t block : {16, 8}) {
+    Tensor blocked = channel_blocks(x, block);
+    Node n = node_for("FromChannelBlocks", {blocked}, {{"block", attr_i(block)}, {"channels", attr_i(19)}});
+    expect_close(run_cpu(n, {blocked}, true), x, 0, 0);
+  }
+  Node wrong = node_for("FromChannelBlocks", {channel_blocks(x, 8)}, {{"block", attr_i(16)}, {"channels", attr_i(19)}});
+  try {
+    run_cpu(wrong, {channel_blocks(x, 8)}, true);
+    FAIL() << "a tensor in blocks of 8 read as blocks of 16 must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blocks of 16"), std::string::npos) << e.what();
+  }
 }
 
 TEST(CpuOneDnn, FusedMatMulMatchesReference) {

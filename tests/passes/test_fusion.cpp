@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backends/cpu/cpu_backend.h"
 #include "exec/session.h"
 #include "op_test_util.h"
 
@@ -333,6 +334,51 @@ TEST(Fusion, ScoresWithAnotherUserAreNotFused) {
   b.output(s);
   Compared c = run_both(b.m, {{"q", random_uniform({2, 4, 8}, 1)}, {"k", random_uniform({2, 8, 4}, 2)}});
   EXPECT_EQ(c.ops["Softmax"], 1);
+}
+
+// ---- Channel-blocked layout ----------------------------------------------------------------
+
+// A run of convolutions keeps its activations in blocks: the residual read blocked, one
+// conversion back for the value the graph returns mid-run and one for the MaxPool reading it.
+TEST(Fusion, ARunOfConvolutionsKeepsItsActivationsBlocked) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7});
+  std::string a = b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1)),
+                                                  b.constant(random_uniform({6}, 2))},
+                                         {{"pads", attr_ints({1, 1, 1, 1})}})});
+  std::string c2 = b.node("Conv", {a, b.constant(random_uniform({20, 6, 3, 3}, 3))},
+                          {{"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}});
+  std::string c3 = b.node("Conv", {c2, b.constant(random_uniform({20, 1, 3, 3}, 4))},
+                          {{"group", attr_i(20)}, {"pads", attr_ints({1, 1, 1, 1})}});
+  std::string d = b.node("Relu", {b.node("Add", {c3, c2})});
+  b.output(b.node("Conv", {d, b.constant(random_uniform({7, 20, 1, 1}, 5))}));
+  b.output(b.node("MaxPool", {c2}, {{"kernel_shape", attr_ints({2, 2})}}));
+  b.output(a);
+  int64_t block = CpuBackend(0, 1).conv_channel_block();
+  if (block == 0) GTEST_SKIP() << "the CPU backend has no blocked layout here";
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 6)}}, {}, 1e-4);
+  EXPECT_EQ(c.ops["vlrt.BlockedConv"], 4);
+  EXPECT_EQ(c.ops["vlrt.FromChannelBlocks"], 2);
+  EXPECT_EQ(c.ops.count("Conv") + c.ops.count("com.microsoft.FusedConv"), 0u);
+  EXPECT_NE(report_of(c).find(cat("4 Conv in blocks of ", block, " channels, 2 conversion from blocks")),
+            std::string::npos)
+      << report_of(c);
+  FusionOptions no_layout;
+  no_layout.conv_layout = false;
+  Compared plain = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 6)}}, no_layout, 1e-4);
+  EXPECT_EQ(plain.ops.count("vlrt.BlockedConv"), 0u);
+}
+
+// A convolution whose neighbours are not convolutions stays as it was.
+TEST(Fusion, ALoneConvolutionIsNotBlocked) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7});
+  std::string y = b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1))});
+  b.output(b.node("Conv", {b.node("MaxPool", {y}, {{"kernel_shape", attr_ints({2, 2})}}),
+                           b.constant(random_uniform({4, 6, 1, 1}, 2))}));
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 6)}});
+  EXPECT_EQ(c.ops["Conv"], 2);
+  EXPECT_EQ(c.ops.count("vlrt.BlockedConv"), 0u);
 }
 
 // ---- Switches -----------------------------------------------------------------------------

@@ -107,6 +107,8 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
 }
 
+int64_t CpuBackend::conv_channel_block() const { return reference_kernels_ ? 0 : onednn_conv_channel_block(); }
+
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
   if (auto* fast = dynamic_cast<OneDnnKernel*>(state)) return fast->run(inputs, outputs, pool_->size());

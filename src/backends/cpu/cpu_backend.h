@@ -30,6 +30,8 @@ class CpuBackend : public Backend {
   // once per plan instead of at every run.
   std::unique_ptr<KernelState> prepare(const Node& node, int64_t opset,
                                        const std::vector<const ValueInfo*>& inputs) override;
+  // oneDNN's block; 0 on the reference kernels.
+  int64_t conv_channel_block() const override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }

@@ -33,6 +33,7 @@ const CpuKernelTable& cpu_kernels() {
     register_sequence_kernels(t);
     register_tfidf_kernels(t);
     register_fused_kernels(t);
+    register_layout_kernels(t);
     return t;
   }();
   return table;

@@ -67,5 +67,6 @@ void register_quantization_contrib_kernels(CpuKernelTable& t);
 void register_sequence_kernels(CpuKernelTable& t);
 void register_tfidf_kernels(CpuKernelTable& t);
 void register_fused_kernels(CpuKernelTable& t);
+void register_layout_kernels(CpuKernelTable& t);
 
 }  // namespace vlrt

@@ -8,7 +8,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
+#include "backends/cpu/isa.h"
 #include "ops/contrib_semantics.h"
+#include "ops/layout_semantics.h"
 #include "ops/linalg_semantics.h"
 #include "ops/shape_util.h"
 
@@ -122,7 +124,7 @@ void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
 // where oneDNN does not take the node.
 struct ConvPlan {
   dnnl::convolution_forward::primitive_desc pd;
-  memory::desc x, w, y;  // as the node's tensors lie
+  memory::desc x, w, y, z;  // as the node's tensors lie
   bool bias = false, sum = false;
 };
 
@@ -132,20 +134,34 @@ struct MatMulPlan {
   bool bias = false, sum = false;
 };
 
+memory::desc activation_desc(const Shape& logical, int64_t block) {
+  Tag tag = block == 16 ? Tag::nChw16c : block == 8 ? Tag::nChw8c : plain_tag(logical.size());
+  return memory::desc(to_dims(logical), memory::data_type::f32, tag);
+}
+
 std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
-  bool fused = node.domain == "com.microsoft" && node.op_type == "FusedConv";
+  bool blocked = node.domain == "vlrt" && node.op_type == "BlockedConv";
+  bool fused = blocked || (node.domain == "com.microsoft" && node.op_type == "FusedConv");
   if (!fused && !(node.domain.empty() && node.op_type == "Conv")) return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2),
                   *z = fused ? input_info(inputs, 3) : nullptr;
   if (!is_f32(x) || !is_f32_constant(w) || (b && !is_f32(b)) || (z && !is_f32(z))) return std::nullopt;
-  size_t rank = x->shape.size();
-  if (rank < 3 || rank > 5 || w->shape.size() != rank) return std::nullopt;
+  ConvBlocks blocks = blocked ? conv_blocks(node) : ConvBlocks{};
+  for (int64_t block : {blocks.src, blocks.sum, blocks.dst})
+    if (block != 0 && block != 8 && block != 16) return std::nullopt;
   std::vector<ValueInfo> out = infer_node(node, opset, inputs);
   if (out.empty() || !out[0].shape_known || out[0].dtype != DType::f32) return std::nullopt;
-  const Shape& ys = out[0].shape;
-  if (shape_numel(x->shape) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
-  if (z && z->shape != ys) return std::nullopt;
-  ConvGeometry g = conv_geometry(node, x->shape, w->shape, ys, false);
+  size_t rank = w->shape.size();
+  if (rank < 3 || rank > 5 || (blocked && rank != 4)) return std::nullopt;
+  int64_t in_channels = w->shape[1] * node.attr_int("group", 1), out_channels = w->shape[0];
+  // The logical shapes; blocked tensors have one more axis.
+  Shape xs = blocks.src ? channel_logical_shape(x->shape, blocks.src, in_channels) : x->shape;
+  Shape ys = blocks.dst ? channel_logical_shape(out[0].shape, blocks.dst, out_channels) : out[0].shape;
+  if (xs.size() != rank) return std::nullopt;
+  if (shape_numel(xs) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
+  if (z && (blocks.sum ? channel_logical_shape(z->shape, blocks.sum, out_channels) : z->shape) != ys)
+    return std::nullopt;
+  ConvGeometry g = conv_geometry(node, xs, w->shape, ys, false);
   size_t nsp = rank - 2, o = 3 - nsp;
   memory::dims strides, dilates, pad_l, pad_r;
   for (size_t i = o; i < 3; i++) {
@@ -161,15 +177,16 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
     wd.insert(wd.begin(), g.group);
   }
   ConvPlan p;
-  p.x = memory::desc(to_dims(x->shape), memory::data_type::f32, plain_tag(rank));
-  p.y = memory::desc(to_dims(ys), memory::data_type::f32, plain_tag(rank));
+  p.x = activation_desc(xs, blocks.src);
+  p.y = activation_desc(ys, blocks.dst);
+  p.z = activation_desc(ys, blocks.sum);
   p.w = memory::desc(wd, memory::data_type::f32, weights_tag(rank, grouped));
   p.bias = b != nullptr;
   p.sum = z != nullptr;
   Tag act_tag = conv_layout() == ConvLayout::plain  ? plain_tag(rank)
                 : conv_layout() == ConvLayout::nhwc ? channels_last_tag(rank)
                                                     : Tag::any;
-  memory::desc src(to_dims(x->shape), memory::data_type::f32, act_tag),
+  memory::desc src(to_dims(xs), memory::data_type::f32, act_tag),
       dst(to_dims(ys), memory::data_type::f32, act_tag), wany(wd, memory::data_type::f32, Tag::any),
       bias_md = b ? memory::desc({g.m}, memory::data_type::f32, Tag::x) : memory::desc();
   dnnl::post_ops ops;
@@ -262,7 +279,7 @@ class ConvKernel : public OneDnnKernel {
         conv_(plan_.pd),
         weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)),
         to_src_(reorder_between(plan_.x, plan_.pd.src_desc())),
-        to_dst_(reorder_between(plan_.y, plan_.pd.dst_desc())),
+        to_dst_(reorder_between(plan_.z, plan_.pd.dst_desc())),
         from_dst_(reorder_between(plan_.pd.dst_desc(), plan_.y)) {}
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
@@ -279,10 +296,10 @@ class ConvKernel : public OneDnnKernel {
     if (from_dst_) dst = memory(plan_.pd.dst_desc(), cpu_engine(), t_dst.get(plan_.pd.dst_desc().get_size()));
     if (plan_.sum) {  // Z goes where the convolution adds its result
       if (to_dst_) {
-        memory z = wrap(plan_.y, in[3]);
+        memory z = wrap(plan_.z, in[3]);
         to_dst_->execute(s, z, dst);
-      } else {
-        std::memcpy(out[0]->raw(), in[3]->raw(), plan_.y.get_size());
+      } else if (dst.get_data_handle() != in[3]->raw()) {
+        std::memcpy(dst.get_data_handle(), in[3]->raw(), plan_.z.get_size());
       }
     }
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
@@ -332,6 +349,11 @@ class MatMulKernel : public OneDnnKernel {
 };
 
 }  // namespace
+
+int64_t onednn_conv_channel_block() {
+  if (conv_layout() != ConvLayout::blocked) return 0;
+  return detected_cpu_isa() == CpuIsa::avx512 ? 16 : 8;
+}
 
 PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
                                 int threads) {

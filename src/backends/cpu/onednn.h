@@ -24,6 +24,9 @@ class OneDnnKernel : public KernelState {
 // keeps that split, so both take the threads it will run on.
 PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
                                 int threads);
+// The channel block (16 or 8) in which oneDNN's convolutions on this CPU read and write
+// activations without converting them; 0 when VLRT_ONEDNN_CONV_LAYOUT asks for another layout.
+int64_t onednn_conv_channel_block();
 // That kernel, its weights packed; nullptr where oneDNN does not take the node.
 std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
                                                 const std::vector<const ValueInfo*>& inputs, int threads);

@@ -1,0 +1,108 @@
+// The layout pass: two-dimensional float32 convolutions whose activations come from or go to
+// another such convolution exchange them in blocks of channels (the layout oneDNN's kernels
+// compute in), so a run of convolutions converts its activations only at its borders.
+//
+// Every eligible Conv or FusedConv becomes a vlrt.BlockedConv. A convolution's output is blocked
+// when another eligible convolution reads it (as X or as the residual Z); that reader then takes
+// it blocked. A blocked output that anything else reads, or that the graph returns, gets one
+// vlrt.FromChannelBlocks back to its original name. A convolution reading a plain input takes it
+// as it is (its kernel converts it), so no conversion node enters a region.
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/fusion_graph.h"
+
+namespace vlrt {
+
+namespace {
+
+bool is_conv(const Node& n) {
+  return (n.domain.empty() && n.op_type == "Conv") || (n.domain == "com.microsoft" && n.op_type == "FusedConv");
+}
+
+// A two-dimensional float32 convolution with constant weights and bias.
+bool eligible(FusionGraph& g, const Node& n) {
+  if (!is_conv(n) || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
+  const Tensor* w = g.constant(n.inputs[1]);
+  if (!w || w->dtype() != DType::f32 || w->rank() != 4 || w->numel() == 0) return false;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && !g.constant(n.inputs[2])) return false;
+  return g.facts.dtype(n.inputs[0]) == DType::f32 && g.facts.rank(n.inputs[0]) == size_t(4);
+}
+
+Attribute int_attr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::i;
+  a.i = v;
+  return a;
+}
+
+}  // namespace
+
+void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
+  std::vector<size_t> convs;
+  for (size_t i = 0; i < g.size(); i++)
+    if (g.alive(i) && eligible(g, g.node(i))) convs.push_back(i);
+  std::unordered_set<size_t> conv_set(convs.begin(), convs.end());
+  // Whether convolution `reader` takes value v in the activation slots (X, Z).
+  auto reads_activation = [&](size_t reader, const std::string& v) {
+    const Node& n = g.node(reader);
+    return conv_set.count(reader) && (n.inputs[0] == v || (n.inputs.size() > 3 && n.inputs[3] == v));
+  };
+  // The blocked values: outputs of eligible convolutions read as an activation by another one.
+  std::unordered_map<std::string, std::string> blocked_name;  // plain name -> blocked name
+  std::unordered_map<std::string, int64_t> channels;
+  for (size_t i : convs) {
+    const std::string& y = g.node(i).outputs[0];
+    for (size_t u : g.users(y))
+      if (reads_activation(u, y)) {
+        blocked_name[y] = g.unique_name(cat(y, "_c", block));
+        channels[y] = g.constant(g.node(i).inputs[1])->dim(0);
+        break;
+      }
+  }
+  if (blocked_name.empty()) return;
+  std::vector<Node> conversions;
+  for (auto& [plain, blocked] : blocked_name) {
+    bool plain_reader = g.pinned(plain);
+    for (size_t u : g.users(plain)) {
+      const Node& n = g.node(u);
+      for (size_t k = 0; k < n.inputs.size(); k++)
+        if (n.inputs[k] == plain && !(conv_set.count(u) && (k == 0 || k == 3))) plain_reader = true;
+    }
+    if (!plain_reader) continue;
+    Node back;
+    back.op_type = "FromChannelBlocks";
+    back.domain = "vlrt";
+    back.name = cat(plain, "_from_blocks");
+    back.inputs = {blocked};
+    back.outputs = {plain};
+    back.attrs["block"] = int_attr(block);
+    back.attrs["channels"] = int_attr(channels[plain]);
+    conversions.push_back(std::move(back));
+  }
+  auto blocked_as = [&](std::string& v) -> int64_t {
+    auto it = blocked_name.find(v);
+    if (it == blocked_name.end()) return 0;
+    v = it->second;
+    return block;
+  };
+  size_t rewritten = 0;
+  for (size_t i : convs) {
+    Node n = g.node(i);
+    int64_t src = blocked_as(n.inputs[0]), sum = n.inputs.size() > 3 ? blocked_as(n.inputs[3]) : 0,
+            dst = blocked_as(n.outputs[0]);
+    if (!src && !sum && !dst) continue;
+    n.op_type = "BlockedConv";
+    n.domain = "vlrt";
+    n.attrs["src_block"] = int_attr(src);
+    n.attrs["sum_block"] = int_attr(sum);
+    n.attrs["dst_block"] = int_attr(dst);
+    g.replace(i, std::move(n));
+    rewritten++;
+  }
+  for (Node& n : conversions) g.add(std::move(n));
+  counts[cat("Conv in blocks of ", block, " channels")] += rewritten;
+  if (!conversions.empty()) counts["conversion from blocks"] += conversions.size();
+}
+
+}  // namespace vlrt
