@@ -5,7 +5,7 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
 # Everything the build, the tests and the demo need, from Debian.
 DEB_PACKAGES = build-essential cmake pkg-config git ca-certificates \
-  libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libstb-dev \
+  libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libstb-dev libwebp-dev libtiff-dev \
   libssl-dev libcurl4-openssl-dev libcpp-httplib-dev libonnx-testdata \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/image: a small PNG, its PIL bilinear resizes (the reference
 GroundingDINO preprocessing resizes with PIL), a JPEG with an EXIF orientation tag,
-and broken files for the error paths.
+the same pixels as lossless WebP, LZW TIFF and a two-frame GIF (its first frame a
+palette image, also written as PNG), and broken files for the error paths.
 
     /usr/bin/python3 tools/make_image_fixtures.py   (needs numpy and Pillow: python3-pil)
 """
@@ -44,6 +45,16 @@ def main():
         f.write(bytes(b))
     with open(os.path.join(OUT, "not_an_image.png"), "wb") as f:
         f.write(b"hello, this is text\n")
+
+    # Other formats users' folders hold; each decodes to the pixels of a PNG beside it.
+    img.save(os.path.join(OUT, "src.webp"), lossless=True, quality=100)
+    img.save(os.path.join(OUT, "src.tif"), compression="tiff_lzw")
+    # GIF holds at most 256 colors: its reference is the palette image itself. The second
+    # frame (inverted) must not show: decoders read the first.
+    palette = img.quantize(colors=64, dither=Image.Dither.NONE)
+    palette.convert("RGB").save(os.path.join(OUT, "palette.png"))
+    second = Image.fromarray(255 - np.asarray(palette.convert("RGB"))).quantize(colors=64, dither=Image.Dither.NONE)
+    palette.save(os.path.join(OUT, "palette.gif"), save_all=True, append_images=[second], duration=100, loop=0)
 
 
 if __name__ == "__main__":

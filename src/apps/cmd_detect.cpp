@@ -1,4 +1,5 @@
-// vlrt detect IMAGE --prompt "person . bicycle .": labelled boxes for one image.
+// vlrt detect IMAGE --prompt "person . bicycle ." (or --classes "phrase=name, ..."): labelled
+// boxes for one image.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -14,7 +15,7 @@ namespace {
 
 struct DetectArgs {
   std::string image;
-  std::string prompt;
+  QueryArgs q;
   std::string json_out;
   std::string draw_out;
   PipelineArgs p;
@@ -22,8 +23,7 @@ struct DetectArgs {
 
 void detect(const DetectArgs& a) {
   auto pipeline = make_pipeline(a.p);
-  auto query = pipeline->query(a.prompt);
-  if (!query->warning.empty()) std::cerr << "warning: " << query->warning << "\n";
+  auto [query, classes] = make_query(*pipeline, a.q);
   vision::Image img = vision::load_image(a.image);
   auto t0 = std::chrono::steady_clock::now();
   auto request = pipeline->request(query, img);
@@ -50,7 +50,11 @@ void detect(const DetectArgs& a) {
     j["prompt"] = query->text;
     j["latency_ms"] = ms;
     j["detections"] = nlohmann::json::array();
-    for (auto& d : dets) j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+    for (auto& d : dets) {
+      j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+      if (!a.q.classes.empty() && d.category >= 0)
+        j["detections"].back()["class_id"] = classes.class_id(size_t(d.category));
+    }
     write_file_atomically(a.json_out, j.dump(2) + "\n");
     std::printf("wrote %s\n", a.json_out.c_str());
   }
@@ -65,8 +69,10 @@ void detect(const DetectArgs& a) {
 void add_detect_command(CLI::App& app) {
   static DetectArgs a;
   auto* cmd = app.add_subcommand("detect", "Find the objects a text prompt names in one image (GroundingDINO-style)");
-  cmd->add_option("image", a.image, "PNG, JPEG or BMP image")->required();
-  cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"")->required();
+  cmd->add_option("image", a.image,
+                  "PNG, JPEG, BMP, GIF (first frame), WebP or TIFF image, told by its content")
+      ->required();
+  add_query_options(cmd, a.q);
   cmd->add_option("--json", a.json_out, "write the detections as JSON to this file");
   cmd->add_option("--draw", a.draw_out, "write the image with boxes and labels drawn as PNG to this file");
   add_pipeline_options(cmd, a.p);

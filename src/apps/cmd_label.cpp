@@ -1,5 +1,5 @@
-// vlrt label DIR: detections for every image under DIR, written as COCO, YOLO or
-// LabelMe annotations; resumable, and an unreadable image does not stop the run.
+// vlrt label DIR: detections for every image under DIR, written as COCO, YOLO (with its
+// data.yaml) or LabelMe annotations; resumable, and an unreadable image does not stop the run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "apps/pipeline_options.h"
 #include "io/files.h"
@@ -22,7 +23,7 @@ namespace {
 
 struct LabelArgs {
   std::string dir;
-  std::string prompt;
+  QueryArgs q;
   std::string format = "coco";
   std::string out;
   int batch = 0;
@@ -35,13 +36,17 @@ void write_output_file(const fs::path& path, const std::string& data) {
   write_file_atomically(path.string(), data);
 }
 
+// Files named as images (an unreadable one is reported, not passed over), and files of any
+// name whose first bytes are an image format's signature.
 std::vector<std::string> find_images(const fs::path& dir) {
+  static const std::set<std::string> kImageExtensions = {".png", ".jpg",  ".jpeg", ".bmp",
+                                                         ".gif", ".webp", ".tif",  ".tiff"};
   std::vector<std::string> out;
   for (auto& e : fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied)) {
     if (!e.is_regular_file()) continue;
     std::string ext = e.path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-    if (ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp")
+    if (kImageExtensions.count(ext) || vision::looks_like_image(e.path().string()))
       out.push_back(fs::relative(e.path(), dir).generic_string());
   }
   std::sort(out.begin(), out.end());
@@ -91,17 +96,55 @@ class Progress {
 json record_json(const Record& rec) {
   json r = {{"width", rec.width}, {"height", rec.height}, {"detections", json::array()}};
   for (auto& d : rec.detections)
-    r["detections"].push_back({{"label", d.label}, {"phrase", d.category}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+    r["detections"].push_back(
+        {{"label", d.label}, {"class", d.category}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
   return r;
 }
 
-// The annotations of every labelled image, in the chosen format.
+// YOLO class names by id: the ontology's ids, a gap (ids not given to any class) named
+// class_<id> so that nc and the names agree.
+std::vector<std::string> yolo_names(const Ontology& classes) {
+  std::vector<std::string> names;
+  for (size_t c = 0; c < classes.classes.size(); c++) {
+    size_t id = size_t(classes.class_id(c));
+    if (names.size() <= id) names.resize(id + 1);
+    names[id] = classes.classes[c].name;
+  }
+  for (size_t id = 0; id < names.size(); id++)
+    if (names[id].empty()) names[id] = cat("class_", id);
+  return names;
+}
+
+// A double-quoted YAML scalar.
+std::string yaml_quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Ultralytics' dataset file: the root, the number of classes and their names by id.
+std::string yolo_data_yaml(const fs::path& out, const fs::path& images,
+                           const std::vector<std::string>& names) {
+  std::string y = cat("# YOLO labels (labels/*.txt) for the images under ", images.generic_string(), "\n");
+  y += cat("path: ", yaml_quoted(fs::absolute(out).lexically_normal().generic_string()), "\n");
+  y += cat("nc: ", names.size(), "\nnames:\n");
+  for (size_t id = 0; id < names.size(); id++) y += cat("  ", id, ": ", yaml_quoted(names[id]), "\n");
+  return y;
+}
+
+// The annotations of every labelled image, in the chosen format. A record's "class" indexes
+// the ontology's classes; COCO takes the given ids or the index + 1, YOLO the given ids or
+// the index.
 void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, const fs::path& records,
-                   const std::vector<std::string>& categories) {
+                   const Ontology& classes) {
   fs::path out(a.out);
+  auto coco_id = [&](int c) { return classes.explicit_ids ? classes.class_id(size_t(c)) : c + 1; };
   json coco = {{"images", json::array()}, {"annotations", json::array()}, {"categories", json::array()}};
-  for (size_t c = 0; c < categories.size(); c++)
-    coco["categories"].push_back({{"id", c + 1}, {"name", categories[c]}});
+  for (size_t c = 0; c < classes.classes.size(); c++)
+    coco["categories"].push_back({{"id", coco_id(int(c))}, {"name", classes.classes[c].name}});
   int64_t ann_id = 1;
   for (size_t i = 0; i < images.size(); i++) {
     fs::path rec = records / (images[i] + ".json");
@@ -112,12 +155,12 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
     if (a.format == "coco") {
       coco["images"].push_back({{"id", i + 1}, {"file_name", images[i]}, {"width", w}, {"height", h}});
       for (auto& d : r["detections"]) {
-        int phrase = d["phrase"];
-        if (phrase < 0) continue;
+        int c = d["class"];
+        if (c < 0) continue;
         double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
         coco["annotations"].push_back({{"id", ann_id++},
                                        {"image_id", i + 1},
-                                       {"category_id", phrase + 1},
+                                       {"category_id", coco_id(c)},
                                        {"bbox", {x1, y1, x2 - x1, y2 - y1}},
                                        {"area", (x2 - x1) * (y2 - y1)},
                                        {"iscrowd", 0},
@@ -127,11 +170,11 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
       std::string txt;
       char line[128];
       for (auto& d : r["detections"]) {
-        int phrase = d["phrase"];
-        if (phrase < 0) continue;
+        int c = d["class"];
+        if (c < 0) continue;
         double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
-        std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", phrase, (x1 + x2) / 2 / w, (y1 + y2) / 2 / h,
-                      (x2 - x1) / w, (y2 - y1) / h);
+        std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", classes.class_id(size_t(c)),
+                      (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h);
         txt += line;
       }
       write_output_file(out / "labels" / (stem.string() + ".txt"), txt);
@@ -139,11 +182,16 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
       json lm = {{"version", "5.0.1"},  {"flags", json::object()},        {"shapes", json::array()},
                  {"imagePath", fs::relative(fs::path(a.dir) / images[i], (out / stem).parent_path()).generic_string()},
                  {"imageData", nullptr}, {"imageHeight", h},            {"imageWidth", w}};
+      // Rectangles as X-AnyLabeling writes them: four corners clockwise from the top left, and a score.
       for (auto& d : r["detections"]) {
-        if (int(d["phrase"]) < 0) continue;
+        if (int(d["class"]) < 0) continue;
+        const json &x1 = d["box"][0], &y1 = d["box"][1], &x2 = d["box"][2], &y2 = d["box"][3];
         lm["shapes"].push_back({{"label", d["label"]},
-                                {"points", {{d["box"][0], d["box"][1]}, {d["box"][2], d["box"][3]}}},
+                                {"score", d["score"]},
+                                {"points", {{x1, y1}, {x2, y1}, {x2, y2}, {x1, y2}}},
                                 {"group_id", nullptr},
+                                {"description", ""},
+                                {"difficult", false},
                                 {"shape_type", "rectangle"},
                                 {"flags", json::object()}});
       }
@@ -152,9 +200,11 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
   }
   if (a.format == "coco") write_output_file(out / "annotations.json", coco.dump(1) + "\n");
   if (a.format == "yolo") {
-    std::string names;
-    for (auto& c : categories) names += c + "\n";
-    write_output_file(out / "classes.txt", names);
+    std::vector<std::string> names = yolo_names(classes);
+    std::string lines;
+    for (auto& n : names) lines += n + "\n";
+    write_output_file(out / "classes.txt", lines);
+    write_output_file(out / "data.yaml", yolo_data_yaml(out, a.dir, names));
   }
 }
 
@@ -163,9 +213,7 @@ int label(const LabelArgs& a) {
   if (a.format != "coco" && a.format != "yolo" && a.format != "labelme")
     fail("--format must be coco, yolo or labelme, got '", a.format, "'");
   auto pipeline = make_pipeline(a.p);
-  auto query = pipeline->query(a.prompt);
-  if (!query->warning.empty()) std::cerr << "warning: " << query->warning << "\n";
-  const std::vector<std::string>& categories = query->categories;
+  auto [query, classes] = make_query(*pipeline, a.q);
 
   fs::path out(a.out), state = out / ".vlrt-label", records = state / "records";
   fs::create_directories(records);
@@ -173,6 +221,15 @@ int label(const LabelArgs& a) {
   json run = pipeline->settings(*query);
   run["model"] = a.p.model;
   run["format"] = a.format;
+  if (!a.q.classes.empty()) {
+    run["classes"] = json::array();
+    for (size_t p = 0; p < classes.phrases.size(); p++) {
+      int c = classes.phrase_class[p];
+      run["classes"].push_back({{"phrase", classes.phrases[p]},
+                                {"name", classes.classes[size_t(c)].name},
+                                {"id", classes.class_id(size_t(c))}});
+    }
+  }
   fs::path run_file = state / "run.json";
   if (fs::exists(run_file)) {
     json prev = json::parse(read_file(run_file.string()));
@@ -246,7 +303,7 @@ int label(const LabelArgs& a) {
     progress.update(done, fresh);
   }
   progress.finish();
-  write_outputs(a, images, records, categories);
+  write_outputs(a, images, records, classes);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("labelled %zu images (%zu now, %zu from an earlier run), %zu boxes, %zu unreadable skipped, "
               "%.1f s (%.2f img/s); annotations (%s) in %s\n",
@@ -262,9 +319,15 @@ void add_label_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "label", "Label every image under a folder with the objects a prompt names (COCO, YOLO or LabelMe); "
                "resumable. Exit code 2 when some images could not be read.");
-  cmd->add_option("dir", a.dir, "folder of images (searched recursively for .png .jpg .jpeg .bmp)")->required();
-  cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"")->required();
-  cmd->add_option("-f,--format", a.format, "coco (annotations.json), yolo (labels/*.txt + classes.txt) or labelme")
+  cmd->add_option(
+         "dir", a.dir,
+         "folder of images, searched recursively: .png .jpg .jpeg .bmp .gif .webp .tif .tiff files and "
+         "any file whose content is one of these formats")
+      ->required();
+  add_query_options(cmd, a.q);
+  cmd->add_option("-f,--format", a.format,
+                  "coco (annotations.json), yolo (labels/*.txt, classes.txt and data.yaml) or labelme "
+                  "(4-point rectangles with scores)")
       ->capture_default_str();
   cmd->add_option("-o,--out", a.out, "output folder; rerun with the same folder to resume")->required();
   cmd->add_option("--batch", a.batch, "images per run of the model (default: what the memory plan allows, up to 8)")

@@ -1,5 +1,7 @@
 #include "apps/pipeline_options.h"
 
+#include <iostream>
+
 #include "integrity/load_model.h"
 
 namespace vlrt {
@@ -20,6 +22,10 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--nms", a.nms,
                   "per-label non-maximum suppression IoU, 0 = off (default: the model's, else off)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_flag(
+      "--nms-agnostic", a.nms_agnostic,
+      "suppress overlapping boxes whatever their labels (one object boxed as \"car\" and \"truck\" keeps "
+      "the higher score), at the --nms IoU, else 0.5");
   cmd->add_option("--short-side", a.short_side,
                   "resize so the short side is this (default: the model's, else 800)")
       ->check(CLI::Range(16, 8192));
@@ -32,6 +38,32 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check manifest sizes only, not SHA-256");
 }
 
+void add_query_options(CLI::App* cmd, QueryArgs& a) {
+  cmd->add_option("-p,--prompt", a.prompt, "phrases separated by ' . ', e.g. \"person . bicycle .\"");
+  cmd->add_option(
+      "--classes", a.classes,
+      "instead of --prompt: \"PHRASE=NAME, NAME, ...\" (the prompt is made of the phrases; labels, ids "
+      "and annotations use the names; several phrases may name one class) or FILE.yaml, a list of "
+      "'- {phrase: P, name: N, id: I}' entries (name and id optional; see the README)");
+}
+
+std::pair<std::shared_ptr<const Query>, Ontology> make_query(const Pipeline& pipeline, const QueryArgs& a) {
+  if (a.prompt.empty() == a.classes.empty())
+    fail(a.prompt.empty() ? "give --prompt \"phrase . phrase .\" or --classes \"phrase=name, name\""
+                          : "give --prompt or --classes, not both");
+  std::shared_ptr<const Query> query;
+  Ontology classes;
+  if (!a.classes.empty()) {
+    classes = load_classes(a.classes);
+    query = pipeline.query(classes);
+  } else {
+    query = pipeline.query(a.prompt);
+    classes = ontology_from_phrases(query->categories);
+  }
+  if (!query->warning.empty()) std::cerr << "warning: " << query->warning << "\n";
+  return {query, classes};
+}
+
 std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& a) {
   const PipelineInfo& info = find_pipeline(a.pipeline);
   PipelineConfig config;
@@ -41,6 +73,7 @@ std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& a) {
   if (a.box_threshold) config.settings["box_threshold"] = *a.box_threshold;
   if (a.text_threshold) config.settings["text_threshold"] = *a.text_threshold;
   if (a.nms) config.settings["nms"] = *a.nms;
+  if (a.nms_agnostic) config.settings["nms_agnostic"] = 1;
   if (a.short_side) config.settings["short_side"] = *a.short_side;
   if (a.max_side) config.settings["max_side"] = *a.max_side;
   if (!a.size.empty()) {

@@ -16,6 +16,7 @@ struct PipelineArgs {
   std::string model;  // default: the pipeline's shipped model (grounding: the demo model)
   std::string vocab;  // default: vocab.txt beside the model
   std::optional<float> box_threshold, text_threshold, nms;
+  bool nms_agnostic = false;
   std::optional<int> short_side, max_side;
   std::string size;  // "WxH": fixed input size
   int threads = 0;
@@ -23,9 +24,20 @@ struct PipelineArgs {
   bool no_verify_hash = false;
 };
 
+// What `vlrt detect` and `vlrt label` ask of every image: a prompt, or the classes of an
+// ontology (the prompt is made of their phrases).
+struct QueryArgs {
+  std::string prompt;
+  std::string classes;  // "PHRASE=NAME, NAME" or FILE.yaml
+};
+
 void add_pipeline_options(CLI::App* cmd, PipelineArgs& args);
+void add_query_options(CLI::App* cmd, QueryArgs& args);
 // Loads the model (the pipeline's shipped model when none is given) and makes the pipeline
 // with the options over the model's own defaults. Fails naming what is missing.
 std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& args);
+// The query (its truncation warning printed) and its ontology: --classes parsed, or each
+// phrase of --prompt its own class. Fails unless exactly one of the two is given.
+std::pair<std::shared_ptr<const Query>, Ontology> make_query(const Pipeline& pipeline, const QueryArgs& args);
 
 }  // namespace vlrt

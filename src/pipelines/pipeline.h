@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "exec/session.h"
+#include "pipelines/ontology.h"
 #include "vision/detection.h"
 #include "vision/image.h"
 
@@ -78,7 +79,7 @@ struct Query {
   virtual ~Query() = default;
   std::string text;                     // as the model sees it ("person . bicycle .")
   std::string warning;                  // "" or what preparing it changed (phrases dropped)
-  std::vector<std::string> categories;  // what a detection's category indexes
+  std::vector<std::string> categories;  // what a detection's category indexes: phrases or class names
 };
 
 // An image's answer as `vlrt detect` prints it and `vlrt label` writes it.
@@ -124,6 +125,9 @@ class Pipeline {
 
   // Command line: the prompt prepared once for every image; fails saying what is wrong.
   virtual std::shared_ptr<const Query> query(const std::string& prompt) const = 0;
+  // The same for the prompt an ontology's phrases make: its detections are labelled with
+  // class names, and its categories are the ontology's classes.
+  virtual std::shared_ptr<const Query> query(const Ontology& classes) const = 0;
   // A preprocessed request for one image of the run.
   virtual std::unique_ptr<Request> request(const std::shared_ptr<const Query>& query,
                                            const vision::Image& image) const = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 namespace vlrt::vision {
 
@@ -20,6 +21,21 @@ inline float iou(const Detection& a, const Detection& b) {
   float inter = ix * iy;
   float uni = (a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter;
   return uni > 0 ? inter / uni : 0.f;
+}
+
+// Non-maximum suppression of detections sorted by descending score: a box overlapping a kept
+// one by more than `iou_threshold` goes when both have one label, or whatever their labels
+// when `agnostic` (one object boxed as "car" and as "truck" keeps the higher score).
+inline std::vector<Detection> suppress_overlaps(const std::vector<Detection>& sorted, float iou_threshold,
+                                                bool agnostic) {
+  std::vector<Detection> kept;
+  for (auto& d : sorted) {
+    bool suppressed = false;
+    for (auto& k : kept)
+      suppressed = suppressed || ((agnostic || k.label == d.label) && iou(k, d) > iou_threshold);
+    if (!suppressed) kept.push_back(d);
+  }
+  return kept;
 }
 
 }  // namespace vlrt::vision

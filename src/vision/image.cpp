@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 
 #include "io/files.h"
+#include "vision/image_formats.h"
 
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
 #define STBI_ONLY_JPEG
 #define STBI_ONLY_BMP
+#define STBI_ONLY_GIF
 #define STBI_NO_STDIO
 #define STBI_FAILURE_USERMSG
 #include <stb/stb_image.h>
@@ -21,9 +24,17 @@ namespace vlrt::vision {
 
 namespace {
 
-bool is_jpeg(const std::string& b) { return b.size() > 3 && uint8_t(b[0]) == 0xFF && uint8_t(b[1]) == 0xD8; }
-bool is_png(const std::string& b) { return b.size() > 8 && b.compare(0, 8, "\x89PNG\r\n\x1a\n") == 0; }
-bool is_bmp(const std::string& b) { return b.size() > 2 && b[0] == 'B' && b[1] == 'M'; }
+bool is_jpeg(const std::string& b) { return image_format(b) == ImageFormat::jpeg; }
+bool is_png(const std::string& b) { return image_format(b) == ImageFormat::png; }
+bool is_bmp(const std::string& b) { return image_format(b) == ImageFormat::bmp; }
+bool is_gif(const std::string& b) { return image_format(b) == ImageFormat::gif; }
+
+// A GIF ends with the trailer byte ';'; stb_image decodes a cut file without complaint.
+bool gif_complete(const std::string& b) {
+  size_t end = b.size();
+  while (end > 0 && b[end - 1] == 0) end--;
+  return end > 0 && b[end - 1] == ';';
+}
 
 // A JPEG ends with the EOI marker; stb_image decodes a cut file without complaint.
 bool jpeg_complete(const std::string& b) {
@@ -50,6 +61,12 @@ bool header_size(const std::string& b, int64_t& w, int64_t& h) {
     h = read_u32(p + 20, false);
     return true;
   }
+  if (is_gif(b)) {
+    if (b.size() < 10) return false;
+    w = read_u16(p + 6, true);
+    h = read_u16(p + 8, true);
+    return true;
+  }
   if (is_bmp(b)) {
     if (b.size() < 26) return false;
     w = int32_t(read_u32(p + 18, true));
@@ -73,6 +90,28 @@ bool header_size(const std::string& b, int64_t& w, int64_t& h) {
 }
 
 }  // namespace
+
+ImageFormat image_format(const std::string& b) {
+  auto starts = [&](std::string_view sig, size_t at = 0) {
+    return b.size() > at + sig.size() && b.compare(at, sig.size(), sig) == 0;
+  };
+  if (b.size() > 3 && uint8_t(b[0]) == 0xFF && uint8_t(b[1]) == 0xD8) return ImageFormat::jpeg;
+  if (starts("\x89PNG\r\n\x1a\n")) return ImageFormat::png;
+  if (starts("GIF87a") || starts("GIF89a")) return ImageFormat::gif;
+  if (starts("RIFF") && starts("WEBP", 8)) return ImageFormat::webp;
+  if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4)) ||
+      starts(std::string_view("II+\0", 4)) || starts(std::string_view("MM\0+", 4)))
+    return ImageFormat::tiff;  // classic and BigTIFF, either byte order
+  if (starts("BM")) return ImageFormat::bmp;
+  return ImageFormat::unknown;
+}
+
+bool looks_like_image(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char head[16] = {};
+  f.read(head, sizeof head);
+  return image_format(std::string(head, size_t(f.gcount()))) != ImageFormat::unknown;
+}
 
 int jpeg_orientation(const std::string& bytes) {
   if (!is_jpeg(bytes)) return 1;
@@ -132,8 +171,11 @@ Image apply_orientation(const Image& img, int orientation) {
 
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
   if (bytes.empty()) fail(what, ": empty file, not an image");
-  if (!is_jpeg(bytes) && !is_png(bytes) && !is_bmp(bytes))
-    fail(what, ": not an image (expected PNG, JPEG or BMP data)");
+  ImageFormat format = image_format(bytes);
+  if (format == ImageFormat::unknown)
+    fail(what, ": not an image (its first bytes are no PNG, JPEG, BMP, GIF, WebP or TIFF signature)");
+  if (format == ImageFormat::webp) return decode_webp(bytes, what, max_pixels);
+  if (format == ImageFormat::tiff) return decode_tiff(bytes, what, max_pixels);
   if (bytes.size() > size_t(INT32_MAX)) fail(what, ": file too large");
   auto data = reinterpret_cast<const stbi_uc*>(bytes.data());
   int64_t hw = 0, hh = 0;
@@ -147,6 +189,8 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
   if (!stbi_info_from_memory(data, int(bytes.size()), &w, &h, &c))
     fail(what, ": unreadable image header (", stbi_failure_reason(), "); the file is truncated or corrupt");
   if (is_jpeg(bytes) && !jpeg_complete(bytes)) fail(what, ": truncated JPEG (no end-of-image marker)");
+  if (is_gif(bytes) && !gif_complete(bytes)) fail(what, ": truncated GIF (no trailer)");
+  // For a GIF, stb_image gives the first frame.
   stbi_uc* px = stbi_load_from_memory(data, int(bytes.size()), &w, &h, &c, 3);
   if (!px) fail(what, ": cannot decode image (", stbi_failure_reason(), "); the file is truncated or corrupt");
   Image img;

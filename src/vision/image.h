@@ -1,4 +1,4 @@
-// Images in, model input out: decode (PNG/JPEG/BMP), EXIF orientation, the DETR-family
+// Images in, model input out: decode (PNG/JPEG/BMP/GIF/WebP/TIFF), EXIF orientation, the DETR-family
 // aspect-keeping resize (PIL bilinear, antialiased) and ImageNet normalization; PNG out.
 #pragma once
 
@@ -21,8 +21,16 @@ struct Image {
 // would need 7.5 GB).
 constexpr int64_t kDefaultMaxPixels = 64'000'000;
 
-// Decodes PNG, JPEG or BMP bytes; JPEG EXIF orientation is applied. `what` names
-// the source in errors: not an image, truncated, too many pixels, corrupt data.
+enum class ImageFormat { unknown, png, jpeg, bmp, gif, webp, tiff };
+
+// The format of encoded bytes by their signature (magic bytes), whatever the file's name.
+ImageFormat image_format(const std::string& bytes);
+// Reads the first bytes of a file: true when they are the signature of a format decode_image reads.
+bool looks_like_image(const std::string& path);
+
+// Decodes PNG, JPEG, BMP, GIF (its first frame), WebP (still) or TIFF (its first page),
+// told apart by content; JPEG EXIF orientation is applied. `what` names the source in
+// errors: not an image, truncated, too many pixels, corrupt data.
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels = kDefaultMaxPixels);
 Image load_image(const std::string& path, int64_t max_pixels = kDefaultMaxPixels);
 

@@ -167,8 +167,10 @@ TEST(LabelCli, KilledRunResumesToTheSameOutput) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("from an earlier run"), std::string::npos) << resumed.output;
   auto a = read_tree(full), b = read_tree(part);
-  a.erase(".vlrt-label/run.json");
-  b.erase(".vlrt-label/run.json");
+  for (const char* differs : {".vlrt-label/run.json", "data.yaml"}) {  // data.yaml names its own folder
+    a.erase(differs);
+    ASSERT_TRUE(b.erase(differs)) << differs;
+  }
   EXPECT_EQ(a.size(), b.size());
   for (auto& [name, content] : a) {
     if (name.find(".tmp") != std::string::npos) continue;
@@ -180,6 +182,128 @@ TEST(LabelCli, KilledRunResumesToTheSameOutput) {
   auto other = run_cli("label " + dir + " --model " + kModel + " --prompt \"green ring .\" --format yolo --out " + part);
   EXPECT_NE(other.exit_code, 0);
   EXPECT_NE(other.output.find("holds an earlier run with other settings"), std::string::npos) << other.output;
+}
+
+TEST(DetectCli, ReadsWebpTiffGifByContent) {
+  for (const char* name : {"src.webp", "src.tif", "palette.gif"}) {
+    auto r = run_cli(detect_args(source_path(std::string("tests/fixtures/image/") + name)));
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    EXPECT_NE(r.output.find(": 37x23 (model input"), std::string::npos) << r.output;
+  }
+  std::string dir = test::temp_dir("detect_formats");
+  std::string bytes = read_file(source_path("tests/fixtures/image/src.webp"));
+  std::ofstream(dir + "/cut.webp", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  auto cut = run_cli(detect_args(dir + "/cut.webp"));
+  EXPECT_NE(cut.exit_code, 0);
+  EXPECT_NE(cut.output.find(dir + "/cut.webp: truncated WebP"), std::string::npos) << cut.output;
+}
+
+TEST(DetectCli, PromptOrClassesAndBadOntologiesAreClearErrors) {
+  auto both = run_cli(detect_args(kImage, "--classes car"));
+  EXPECT_NE(both.exit_code, 0);
+  EXPECT_NE(both.output.find("--prompt or --classes, not both"), std::string::npos) << both.output;
+  auto neither = run_cli("detect " + kImage + " --model " + kModel);
+  EXPECT_NE(neither.exit_code, 0);
+  EXPECT_NE(neither.output.find("give --prompt"), std::string::npos) << neither.output;
+  auto empty = run_cli("detect " + kImage + " --model " + kModel + " --classes 'car, , bus'");
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_NE(empty.output.find("--classes entry 2 (''): the prompt phrase is empty"), std::string::npos)
+      << empty.output;
+  std::string yaml = test::temp_dir("detect_yaml") + "/classes.yaml";
+  std::ofstream(yaml) << "- phrase: red circle\n  name circle\n";
+  auto syntax = run_cli("detect " + kImage + " --model " + kModel + " --classes " + yaml);
+  EXPECT_NE(syntax.exit_code, 0);
+  EXPECT_NE(syntax.output.find(yaml + ":2: expected 'key: value'"), std::string::npos) << syntax.output;
+}
+
+// A folder of PNG, WebP, TIFF, GIF and an extensionless WebP, labelled with an ontology whose
+// two phrases are one class: YOLO ids and data.yaml follow the ontology; a text file is no image.
+TEST(LabelCli, OtherFormatsAndClassesWithYoloDataYaml) {
+  std::string dir = test::temp_dir("label_formats_in");
+  for (auto [from, to] : {std::pair{"src.png", "a.png"},
+                          {"src.webp", "b.webp"},
+                          {"src.tif", "c.tif"},
+                          {"palette.gif", "d.gif"}})
+    fs::copy_file(source_path(std::string("tests/fixtures/image/") + from), dir + "/" + to);
+  fs::copy_file(source_path("tests/fixtures/image/src.webp"), dir + "/no_extension");
+  std::ofstream(dir + "/notes.txt") << "not an image\n";
+  std::string out = test::temp_dir("label_formats_out");
+  std::string cmd =
+      "label " + dir + " --model " + kModel +
+      " --classes 'red circle=shape, blue star=shape' --box-threshold 0.05 --format yolo --out " + out;
+  auto r = run_cli(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("labelled 5 images"), std::string::npos) << r.output;
+  std::string data = read_file(out + "/data.yaml");
+  EXPECT_NE(data.find("\nnc: 1\nnames:\n  0: \"shape\"\n"), std::string::npos) << data;
+  EXPECT_NE(data.find("path: \"" + fs::absolute(out).lexically_normal().generic_string() + "\""),
+            std::string::npos)
+      << data;
+  EXPECT_EQ(read_file(out + "/classes.txt"), "shape\n");
+  size_t lines = 0;
+  for (const char* name : {"a", "b", "c", "d", "no_extension"}) {
+    std::string txt = read_file(out + "/labels/" + name + ".txt");
+    for (size_t at = 0; at < txt.size(); at = txt.find('\n', at) + 1, lines++)
+      EXPECT_EQ(txt.substr(at, 2), "0 ");
+  }
+  EXPECT_GT(lines, 0u) << "no boxes to check the class ids of";
+
+  auto again = run_cli(cmd);  // resumes: nothing to do
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("5 from an earlier run"), std::string::npos) << again.output;
+  auto renamed = run_cli(
+      "label " + dir + " --model " + kModel +
+      " --classes 'red circle=circle, blue star=shape' --box-threshold 0.05 --format yolo --out " + out);
+  EXPECT_NE(renamed.exit_code, 0);
+  EXPECT_NE(renamed.output.find("holds an earlier run with other settings"), std::string::npos)
+      << renamed.output;
+}
+
+// Ids from a YAML ontology: COCO and YOLO take them; YOLO's gaps get placeholder names.
+TEST(LabelCli, YamlClassIdsReachCocoAndYolo) {
+  std::string dir = image_folder("label_ids_in", 2);
+  std::string yaml = test::temp_dir("label_ids_yaml") + "/classes.yaml";
+  std::ofstream(yaml)
+      << "- {phrase: red circle, name: circle, id: 2}\n- phrase: blue star\n  name: star\n  id: 0\n";
+  std::string coco_out = test::temp_dir("label_ids_coco"), yolo_out = test::temp_dir("label_ids_yolo");
+  std::string args = " --model " + kModel + " --classes " + yaml + " --box-threshold 0.05 --out ";
+  ASSERT_EQ(run_cli("label " + dir + args + coco_out).exit_code, 0);
+  auto coco = nlohmann::json::parse(read_file(coco_out + "/annotations.json"));
+  EXPECT_EQ(coco["categories"],
+            nlohmann::json::parse(R"([{"id":2,"name":"circle"},{"id":0,"name":"star"}])"));
+  ASSERT_FALSE(coco["annotations"].empty());
+  for (auto& a : coco["annotations"]) EXPECT_TRUE(a["category_id"] == 2 || a["category_id"] == 0) << a.dump();
+
+  ASSERT_EQ(run_cli("label " + dir + args + yolo_out + " --format yolo").exit_code, 0);
+  EXPECT_EQ(read_file(yolo_out + "/classes.txt"), "star\nclass_1\ncircle\n");
+  std::string data = read_file(yolo_out + "/data.yaml");
+  EXPECT_NE(data.find("nc: 3\nnames:\n  0: \"star\"\n  1: \"class_1\"\n  2: \"circle\"\n"), std::string::npos)
+      << data;
+}
+
+// LabelMe rectangles as X-AnyLabeling writes them: four corners clockwise from the top left, a score.
+TEST(LabelCli, LabelmeRectanglesHaveFourPointsAndScores) {
+  std::string dir = image_folder("label_labelme_in", 1);
+  std::string out = test::temp_dir("label_labelme_out");
+  auto r = run_cli("label " + dir + " --model " + kModel + " --prompt " + kPrompt +
+                   " --box-threshold 0.05 --format labelme --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto lm = nlohmann::json::parse(read_file(out + "/sub/img100.json"));
+  EXPECT_TRUE(fs::equivalent(out + "/sub/" + lm["imagePath"].get<std::string>(), dir + "/sub/img100.png"));
+  ASSERT_FALSE(lm["shapes"].empty());
+  for (auto& s : lm["shapes"]) {
+    EXPECT_EQ(s["shape_type"], "rectangle");
+    ASSERT_EQ(s["points"].size(), 4u) << s.dump();
+    auto p = s["points"].get<std::vector<std::vector<double>>>();
+    EXPECT_LT(p[0][0], p[1][0]);  // top left -> top right
+    EXPECT_EQ(p[0][1], p[1][1]);
+    EXPECT_EQ(p[1][0], p[2][0]);  // -> bottom right
+    EXPECT_LT(p[1][1], p[2][1]);
+    EXPECT_EQ(p[3][0], p[0][0]);  // -> bottom left
+    EXPECT_EQ(p[3][1], p[2][1]);
+    EXPECT_GT(s["score"].get<double>(), 0.05);
+    EXPECT_TRUE(s["label"] == "red circle" || s["label"] == "blue star") << s.dump();
+  }
 }
 
 }  // namespace vlrt

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "cli_util.h"
 #include "io/files.h"
@@ -50,6 +51,32 @@ void check_scene(const std::string& name) {
 TEST(DemoModel, FindsEveryObjectOfTheDemoImage) { check_scene("demo"); }
 
 TEST(DemoModel, FindsEveryObjectOfTheSecondStyleImage) { check_scene("demo_style2"); }
+
+// --classes: the prompt is made of the phrases, the detections carry the class names and ids.
+TEST(DemoModel, ClassesLabelDetectionsWithClassNames) {
+  auto truth = nlohmann::json::parse(read_file(source_path("assets/demo.json")));
+  std::string out = test::temp_dir("demo_classes") + "/detections.json";
+  auto r = run_cli("detect " + source_path("assets/demo.png") +
+                   " --classes 'yellow heart=heart, black ring=ring' --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prompt \"yellow heart . black ring .\""), std::string::npos) << r.output;
+  auto j = nlohmann::json::parse(read_file(out));
+  auto dets = j["detections"];
+  for (const auto& [phrase, name, id] :
+       {std::tuple{"yellow heart", "heart", 0}, std::tuple{"black ring", "ring", 1}}) {
+    vision::Detection truth_box;
+    for (const auto& obj : truth["objects"])
+      if (obj["label"] == phrase) truth_box = box_of(obj["box"]);
+    float best = 0;
+    for (const auto& d : dets)
+      if (d["label"] == name) {
+        EXPECT_EQ(d["class_id"], id) << d.dump();
+        best = std::max(best, vision::iou(truth_box, box_of(d["box"])));
+      }
+    EXPECT_GE(best, 0.7) << name << "\n" << r.output;
+  }
+  for (const auto& d : dets) EXPECT_TRUE(d["label"] == "heart" || d["label"] == "ring") << d.dump();
+}
 
 }  // namespace
 }  // namespace vlrt

@@ -2,6 +2,7 @@
 // equal to the detector's, every bad input a 4xx with a JSON error naming the problem,
 // batching, overload and timeouts, metrics.
 #include <gtest/gtest.h>
+#include <webp/encode.h>
 
 #include <thread>
 
@@ -108,6 +109,27 @@ TEST_F(ServeHttp, DetectMatchesTheDetectorInMultipartAndJson) {
     for (const char* k : {"queue_ms", "inference_ms", "total_ms"})
       EXPECT_GE(j["timing"][k].get<double>(), 0) << k;
   }
+}
+
+// The endpoint tells formats by content: a lossless WebP of the demo image (sent as
+// "demo.png") gives the PNG's detections; a cut one is a 400 naming the format.
+TEST_F(ServeHttp, WebpImagesAreDecodedByContent) {
+  auto c = client();
+  std::string png = test::demo_png(), prompt = test::demo_prompt();
+  vision::Image img = vision::decode_image(png, "demo.png");
+  uint8_t* encoded = nullptr;
+  size_t size = WebPEncodeLosslessRGB(img.rgb.data(), img.width, img.height, img.width * 3, &encoded);
+  ASSERT_GT(size, 0u);
+  std::string webp(reinterpret_cast<char*>(encoded), size);
+  WebPFree(encoded);
+  auto from_png = body_json(post_detect(c, png, prompt));
+  auto from_webp = body_json(post_detect(c, webp, prompt));
+  ASSERT_GT(from_png["detections"].size(), 0u);
+  EXPECT_EQ(from_webp["detections"], from_png["detections"]);
+  auto cut = post_detect(c, webp.substr(0, webp.size() / 2), prompt);
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->status, 400);
+  EXPECT_NE(cut->body.find("truncated WebP"), std::string::npos) << cut->body;
 }
 
 TEST_F(ServeHttp, ThresholdsPerRequest) {

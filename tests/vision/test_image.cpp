@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cli_util.h"
+#include "io/files.h"
 #include "vision/image.h"
 
 namespace vlrt::vision {
@@ -16,7 +19,77 @@ std::string error_of(const std::string& path) {
   }
   return "";
 }
+
+std::string decode_error(const std::string& bytes, const std::string& what) {
+  try {
+    decode_image(bytes, what);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+size_t differing_bytes(const Image& a, const Image& b) {
+  size_t diff = 0;
+  for (size_t i = 0; i < std::min(a.rgb.size(), b.rgb.size()); i++) diff += a.rgb[i] != b.rgb[i];
+  return diff;
+}
 }  // namespace
+
+// Lossless WebP, LZW TIFF and a palette GIF are exact: the same pixels as the PNG.
+TEST(Image, WebpTiffGifDecodeToThePngPixels) {
+  Image png = load_image(fixture("src.png"));
+  for (const char* name : {"src.webp", "src.tif"}) {
+    Image got = load_image(fixture(name));
+    ASSERT_EQ(got.width, png.width) << name;
+    ASSERT_EQ(got.height, png.height) << name;
+    EXPECT_EQ(differing_bytes(got, png), 0u) << name;
+  }
+  Image palette = load_image(fixture("palette.png"));
+  Image gif = load_image(fixture("palette.gif"));  // two frames; the second is the first inverted
+  ASSERT_EQ(gif.width, palette.width);
+  ASSERT_EQ(gif.height, palette.height);
+  EXPECT_EQ(differing_bytes(gif, palette), 0u);
+}
+
+TEST(Image, FormatIsToldByContentNotName) {
+  EXPECT_EQ(image_format(read_file(fixture("src.webp"))), ImageFormat::webp);
+  EXPECT_EQ(image_format(read_file(fixture("src.tif"))), ImageFormat::tiff);
+  EXPECT_EQ(image_format(read_file(fixture("palette.gif"))), ImageFormat::gif);
+  EXPECT_EQ(image_format(read_file(fixture("src.png"))), ImageFormat::png);
+  EXPECT_EQ(image_format(std::string("RIFF\x10\0\0\0WAVEfmt ", 16)), ImageFormat::unknown);
+  EXPECT_TRUE(looks_like_image(fixture("src.webp")));
+  EXPECT_FALSE(looks_like_image(fixture("not_an_image.png")));
+  // A WebP named .png decodes as WebP.
+  Image got = decode_image(read_file(fixture("src.webp")), "photo.png");
+  EXPECT_EQ(got.width, 37);
+}
+
+TEST(Image, UnknownFormatBytesAreNamedErrors) {
+  std::string e = decode_error(std::string("RIFF\x10\0\0\0WAVEfmt ", 16), "sound.webp");
+  EXPECT_NE(e.find("sound.webp: not an image"), std::string::npos) << e;
+  EXPECT_NE(e.find("WebP"), std::string::npos) << e;
+}
+
+TEST(Image, TruncatedWebpTiffGifAreNamedErrors) {
+  for (const char* name : {"src.webp", "src.tif", "palette.gif"}) {
+    std::string bytes = read_file(fixture(name));
+    for (size_t keep : {bytes.size() / 2, size_t(20)}) {
+      std::string e = decode_error(bytes.substr(0, keep), name);
+      EXPECT_EQ(e.rfind(name, 0), 0u) << e;  // the file first
+      EXPECT_TRUE(e.find("truncated") != std::string::npos || e.find("corrupt") != std::string::npos)
+          << name << " cut to " << keep << ": " << e;
+    }
+  }
+}
+
+TEST(Image, CorruptWebpIsANamedError) {
+  std::string bytes = read_file(fixture("src.webp"));
+  for (size_t i = 30; i < bytes.size(); i++) bytes[i] = char(0xA5 ^ (i * 31));  // header kept, data garbled
+  std::string e = decode_error(bytes, "bad.webp");
+  EXPECT_NE(e.find("bad.webp: cannot decode WebP"), std::string::npos) << e;
+  EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
+}
 
 TEST(Image, ResizeMatchesPilBilinearExactly) {
   Image src = load_image(fixture("src.png"));

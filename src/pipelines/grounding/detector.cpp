@@ -54,9 +54,9 @@ void check_grounding_contract(const Model& model) {
   fail(msg);
 }
 
-std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries, int64_t token_slots,
-                                   const EncodedCaption& caption, int image_width, int image_height,
-                                   const DetectOptions& o) {
+std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries,
+                                   int64_t token_slots, const EncodedCaption& caption, int image_width,
+                                   int image_height, const DetectOptions& o, const Ontology* classes) {
   std::vector<Detection> out;
   std::vector<float> prob(static_cast<size_t>(token_slots));
   for (int64_t q = 0; q < queries; q++) {
@@ -77,8 +77,8 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
       for (int64_t t = ph.begin; t < ph.end && t < token_slots; t++) {
         if (prob[t] > best_phrase) {
           best_phrase = prob[t];
-          d.category = int(p);
-          d.label = ph.text;
+          d.category = classes ? classes->phrase_class[p] : int(p);
+          d.label = classes ? classes->classes[size_t(d.category)].name : ph.text;
         }
       }
     }
@@ -93,15 +93,7 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
     out.push_back(d);
   }
   std::stable_sort(out.begin(), out.end(), [](const Detection& a, const Detection& b) { return a.score > b.score; });
-  if (o.nms_iou > 0) {
-    std::vector<Detection> kept;
-    for (auto& d : out) {
-      bool suppressed = false;
-      for (auto& k : kept) suppressed = suppressed || (k.label == d.label && vision::iou(k, d) > o.nms_iou);
-      if (!suppressed) kept.push_back(d);
-    }
-    out = std::move(kept);
-  }
+  if (o.nms_iou > 0) out = vision::suppress_overlaps(out, o.nms_iou, o.nms_agnostic);
   return out;
 }
 
@@ -127,6 +119,7 @@ Detector::Detector(Model model, const std::string& vocab_path, SessionOptions se
   options_.box_threshold = metadata_float(model, "vlrt.box_threshold", options_.box_threshold);
   options_.text_threshold = metadata_float(model, "vlrt.text_threshold", options_.text_threshold);
   options_.nms_iou = metadata_float(model, "vlrt.nms", options_.nms_iou);
+  options_.nms_agnostic = metadata_float(model, "vlrt.nms_agnostic", 0) != 0;
   // Fixed-size exports: every image is resized to the declared H and W.
   for (auto& v : model.graph.inputs)
     if (v.name == "img" && v.has_shape && v.dims.size() == 4 && v.dims[2].value > 0 && v.dims[3].value > 0) {

@@ -9,20 +9,23 @@
 
 #include "exec/session.h"
 #include "pipelines/grounding/text_inputs.h"
+#include "pipelines/ontology.h"
 #include "text/bert_tokenizer.h"
 #include "vision/detection.h"
 #include "vision/image.h"
 
 namespace vlrt::grounding {
 
-// label: the prompt's phrase with the best token score above the text threshold; category:
-// its index in the caption's phrases; score: the query's highest token probability.
+// label: the prompt's phrase with the best token score above the text threshold (or, with
+// an ontology, that phrase's class name); category: the phrase's index in the caption's
+// phrases (or its class's index); score: the query's highest token probability.
 using vision::Detection;
 
 struct DetectOptions {
   float box_threshold = 0.35f;
   float text_threshold = 0.25f;
-  float nms_iou = 0;  // > 0: per-label non-maximum suppression at this IoU
+  float nms_iou = 0;          // > 0: non-maximum suppression at this IoU ...
+  bool nms_agnostic = false;  // ... across labels, not per label
   vision::ResizeOptions resize;
   int64_t max_text_length = kDefaultMaxTextLength;
 };
@@ -33,10 +36,12 @@ struct DetectOptions {
 void check_grounding_contract(const Model& model);
 
 // Sigmoid, box threshold, phrase labels, pixel boxes, optional NMS: one image's detections.
-// `logits` is [Q,T] (pre-sigmoid), `boxes` [Q,4] normalized cx,cy,w,h.
-std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries, int64_t token_slots,
-                                   const EncodedCaption& caption, int image_width, int image_height,
-                                   const DetectOptions& options);
+// `logits` is [Q,T] (pre-sigmoid), `boxes` [Q,4] normalized cx,cy,w,h. With `classes` (whose
+// phrases are the caption's, in order) detections are labelled with class names.
+std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries,
+                                   int64_t token_slots, const EncodedCaption& caption, int image_width,
+                                   int image_height, const DetectOptions& options,
+                                   const Ontology* classes = nullptr);
 
 // The model's inputs: `img` [n,3,H,W] already normalized, the caption's text tensors
 // repeated for each of the n images.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "pipelines/grounding/detector.h"
 #include "pipelines/grounding/request.h"
@@ -17,6 +18,7 @@ namespace {
 
 struct GroundingQuery : Query {
   EncodedCaption caption;
+  std::optional<Ontology> classes;  // none: each phrase is its own label
 };
 
 struct GroundingRequest : Request {
@@ -104,9 +106,9 @@ class GroundingPipeline : public Pipeline {
   void postprocess(Request& base) const override {
     GroundingRequest& r = as_grounding(base);
     int64_t q = r.logits.dim(1), t = r.logits.dim(2);
-    r.detections =
-        grounding::postprocess(r.logits.data<float>() + r.row * q * t, r.boxes.data<float>() + r.row * q * 4,
-                               q, t, r.query->caption, r.width, r.height, r.options);
+    r.detections = grounding::postprocess(
+        r.logits.data<float>() + r.row * q * t, r.boxes.data<float>() + r.row * q * 4, q, t, r.query->caption,
+        r.width, r.height, r.options, r.query->classes ? &*r.query->classes : nullptr);
     r.logits = r.boxes = Tensor();
   }
 
@@ -138,6 +140,17 @@ class GroundingPipeline : public Pipeline {
 
   std::shared_ptr<const Query> query(const std::string& prompt) const override { return make_query(prompt); }
 
+  std::shared_ptr<const Query> query(const Ontology& classes) const override {
+    auto q = make_query(classes.prompt());
+    size_t phrases = q->caption.phrases.size() + q->caption.dropped_phrases.size();
+    if (phrases != classes.phrases.size())
+      fail("the prompt \"", classes.prompt(), "\" made of the classes' phrases tokenizes to ", phrases,
+           " phrases, not ", classes.phrases.size(), "; a phrase with no words cannot be a class");
+    q->classes = classes;
+    q->categories = classes.class_names();
+    return q;
+  }
+
   std::unique_ptr<Request> request(const std::shared_ptr<const Query>& query,
                                    const vision::Image& image) const override {
     auto q = std::dynamic_pointer_cast<const GroundingQuery>(query);
@@ -155,12 +168,17 @@ class GroundingPipeline : public Pipeline {
 
   nlohmann::json settings(const Query& q) const override {
     const DetectOptions& o = detector_->options();
-    return {{"prompt", q.text}, {"box_threshold", o.box_threshold},  {"text_threshold", o.text_threshold},
-            {"nms", o.nms_iou}, {"short_side", o.resize.short_side}, {"max_side", o.resize.max_side}};
+    return {{"prompt", q.text},
+            {"box_threshold", o.box_threshold},
+            {"text_threshold", o.text_threshold},
+            {"nms", o.nms_iou},
+            {"nms_agnostic", o.nms_agnostic},
+            {"short_side", o.resize.short_side},
+            {"max_side", o.resize.max_side}};
   }
 
  private:
-  std::shared_ptr<const GroundingQuery> make_query(const std::string& prompt) const {
+  std::shared_ptr<GroundingQuery> make_query(const std::string& prompt) const {
     auto q = std::make_shared<GroundingQuery>();
     q->caption = detector_->encode(prompt);
     q->text = q->caption.caption;
@@ -199,6 +217,8 @@ void apply_settings(DetectOptions& o, const std::map<std::string, double>& setti
       o.text_threshold = float(v);
     else if (key == "nms")
       o.nms_iou = float(v);
+    else if (key == "nms_agnostic")
+      o.nms_agnostic = v != 0;
     else if (key == "short_side")
       o.resize.short_side = int(v);
     else if (key == "max_side")
@@ -209,8 +229,10 @@ void apply_settings(DetectOptions& o, const std::map<std::string, double>& setti
       o.resize.fixed_height = int(v);
     else
       fail("the grounding pipeline has no setting '", key,
-           "'; it has box_threshold, text_threshold, nms, short_side, max_side, width, height");
+           "'; it has box_threshold, text_threshold, nms, nms_agnostic, short_side, max_side, width, height");
   }
+  // Class-agnostic suppression asked for with no IoU of its own: the usual 0.5.
+  if (o.nms_agnostic && o.nms_iou <= 0) o.nms_iou = 0.5f;
 }
 
 std::unique_ptr<Pipeline> make_grounding(Model model, const PipelineConfig& config) {
