@@ -6,10 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "apps/commands.h"
-#include "core/dispatch.h"
 #include "exec/session.h"
 #include "integrity/load_model.h"
 #include "io/npy.h"
@@ -31,31 +29,6 @@ struct BenchArgs {
   bool no_verify_hash = false;
   DeviceArgs device_args;
 };
-
-// Random values for one input: floats in [-1, 1), integers 0 or 1 (valid ids, positions,
-// token types and masks of text models), bool masks all true.
-Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
-  Tensor t(dtype, shape);
-  if (dtype == DType::boolean) {
-    std::fill_n(t.data<bool>(), t.numel(), true);
-  } else if (dtype == DType::f16) {
-    std::uniform_real_distribution<float> d(-1, 1);
-    auto p = static_cast<uint16_t*>(t.raw());
-    for (int64_t i = 0; i < t.numel(); i++) p[i] = float_to_half(d(rng));
-  } else {
-    dispatch_numeric(dtype, [&]<class T>() {
-      T* p = t.data<T>();
-      if constexpr (std::is_floating_point_v<T>) {
-        std::uniform_real_distribution<double> d(-1, 1);
-        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
-      } else {
-        std::uniform_int_distribution<int> d(0, 1);
-        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
-      }
-    });
-  }
-  return t;
-}
 
 // This process's peak resident memory: VmHWM, which starts afresh at exec (getrusage's
 // ru_maxrss keeps the parent's peak across fork and exec).
@@ -118,15 +91,7 @@ void bench(const BenchArgs& a) {
     auto [name, path] = parse_name_value(arg, "--values");
     inputs[name] = read_npy(path);
   }
-  std::mt19937 rng(1234);
-  std::vector<std::string> shapes = a.shapes;
-  for (auto& [name, t] : inputs) {  // the values' shapes, in --input's NAMExSHAPE form
-    std::string spec;
-    for (int64_t d : t.shape()) spec += cat(spec.empty() ? "" : "x", d);
-    if (!spec.empty()) shapes.push_back(name + "=" + spec);
-  }
-  for (auto& [name, ds] : input_signature(model, shapes))
-    if (!inputs.count(name)) inputs[name] = random_input(ds.first, ds.second, rng);
+  add_random_inputs(model, a.shapes, inputs);
 
   SessionOptions options;
   options.threads = a.threads;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "exec/executor.h"
 #include "graph/graph.h"
 #include "plan/plan.h"
 
@@ -25,6 +26,7 @@ void add_doctor_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_loadtest_command(CLI::App& app);
+void add_check_command(CLI::App& app);
 
 // --devices and --memory, shared by run, bench and plan.
 struct DeviceArgs {
@@ -37,9 +39,16 @@ PlanOptions plan_options(const DeviceArgs& args);
 // "NAME=1x3x224x224" or "NAME=1,3,224,224" -> name and shape.
 std::pair<std::string, Shape> parse_shape_arg(const std::string& arg);
 // Input dtypes and shapes: declared fixed dims, with NAME=SHAPE arguments for the
-// rest; fails naming an input whose dynamic dims are not given.
+// rest; fails naming an input whose dynamic dims are not given (and `shape_option`, the
+// command's option for NAME=SHAPE).
 std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& model,
-                                                               const std::vector<std::string>& shape_args);
+                                                               const std::vector<std::string>& shape_args,
+                                                               const char* shape_option = "--input");
+// Fills every model input missing from `inputs` with seeded random values (the same on every
+// call): floats in [-1, 1), integers 0 or 1, bools true. Shapes: the given values' shapes, then
+// NAME=SHAPE arguments, then the declared fixed dims (`vlrt bench` and `vlrt check`).
+void add_random_inputs(const Model& model, const std::vector<std::string>& shape_args, TensorMap& inputs,
+                       const char* shape_option = "--input");
 // "NAME=path" -> name and path.
 std::pair<std::string, std::string> parse_name_value(const std::string& arg, const char* what);
 // "12.3 MB", "512 B"

@@ -1,9 +1,11 @@
 // Option parsing and formatting shared by the commands.
 #include <cstdio>
 #include <iostream>
+#include <random>
 
 #include "apps/commands.h"
 #include "backends/backend.h"
+#include "core/dispatch.h"
 #include "core/error.h"
 
 namespace vlrt {
@@ -71,13 +73,14 @@ PlanOptions plan_options(const DeviceArgs& args) {
 }
 
 std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& model,
-                                                               const std::vector<std::string>& shape_args) {
+                                                               const std::vector<std::string>& shape_args,
+                                                               const char* shape_option) {
   std::map<std::string, Shape> given;
   for (auto& s : shape_args) {
     auto [name, shape] = parse_shape_arg(s);
     bool known = false;
     for (auto& d : model.graph.inputs) known = known || d.name == name;
-    if (!known) fail("--input ", name, ": the model has no input of that name");
+    if (!known) fail(shape_option, " ", name, ": the model has no input of that name");
     given[name] = shape;
   }
   std::map<std::string, std::pair<DType, Shape>> sig;
@@ -88,16 +91,59 @@ std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& mode
     if (given.count(d.name)) {
       shape = given[d.name];
     } else {
-      if (!d.has_shape) fail("input '", d.name, "' has no declared shape; give it with --input ", d.name, "=1x...");
+      if (!d.has_shape)
+        fail("input '", d.name, "' has no declared shape; give it with ", shape_option, " ", d.name, "=1x...");
       for (auto& dim : d.dims) {
         if (dim.value < 0)
-          fail("input '", d.name, "' is ", d.describe(), "; give its shape with --input ", d.name, "=", "1x...");
+          fail("input '", d.name, "' is ", d.describe(), "; give its shape with ", shape_option, " ", d.name, "=1x...");
         shape.push_back(dim.value);
       }
     }
     sig[d.name] = {d.dtype, shape};
   }
   return sig;
+}
+
+namespace {
+
+// Random values for one input: floats in [-1, 1), integers 0 or 1 (valid ids, positions,
+// token types and masks of text models), bool masks all true.
+Tensor random_input(DType dtype, const Shape& shape, std::mt19937& rng) {
+  Tensor t(dtype, shape);
+  if (dtype == DType::boolean) {
+    std::fill_n(t.data<bool>(), t.numel(), true);
+  } else if (dtype == DType::f16) {
+    std::uniform_real_distribution<float> d(-1, 1);
+    auto p = static_cast<uint16_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); i++) p[i] = float_to_half(d(rng));
+  } else {
+    dispatch_numeric(dtype, [&]<class T>() {
+      T* p = t.data<T>();
+      if constexpr (std::is_floating_point_v<T>) {
+        std::uniform_real_distribution<double> d(-1, 1);
+        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
+      } else {
+        std::uniform_int_distribution<int> d(0, 1);
+        for (int64_t i = 0; i < t.numel(); i++) p[i] = T(d(rng));
+      }
+    });
+  }
+  return t;
+}
+
+}  // namespace
+
+void add_random_inputs(const Model& model, const std::vector<std::string>& shape_args, TensorMap& inputs,
+                       const char* shape_option) {
+  std::mt19937 rng(1234);
+  std::vector<std::string> shapes = shape_args;
+  for (auto& [name, t] : inputs) {  // the values' shapes, in --input's NAMExSHAPE form
+    std::string spec;
+    for (int64_t d : t.shape()) spec += cat(spec.empty() ? "" : "x", d);
+    if (!spec.empty()) shapes.push_back(name + "=" + spec);
+  }
+  for (auto& [name, ds] : input_signature(model, shapes, shape_option))
+    if (!inputs.count(name)) inputs[name] = random_input(ds.first, ds.second, rng);
 }
 
 std::string human_bytes(double b) {

@@ -24,10 +24,13 @@ int main(int argc, char** argv) {
   vlrt::add_tokenize_command(app);
   vlrt::add_serve_command(app);
   vlrt::add_loadtest_command(app);
+  vlrt::add_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    int rc = app.exit(e);
+    // `vlrt check` keeps 1 for "a value is out of tolerance": its usage errors are 2.
+    return rc != 0 && app.got_subcommand("check") && !dynamic_cast<const CLI::RuntimeError*>(&e) ? 2 : rc;
   } catch (const vlrt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

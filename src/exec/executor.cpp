@@ -253,6 +253,25 @@ TensorMap Executor::collect_outputs(const Plan& plan, const PreparedPlan& prepar
   return result;
 }
 
+void Executor::observe_outputs(const Plan& plan, const Step& s) {
+  const Node& node = model_.graph.nodes[s.node];
+  Backend& b = *lanes_[s.lane].backend;
+  if (!b.host_visible()) b.synchronize();
+  for (int k : s.outputs) {
+    if (k < 0) continue;
+    const Tensor& t = values_[size_t(k)];
+    if (!t.defined()) continue;
+    Tensor host = t;
+    if (t.is_tensor() && b.host_visible()) {
+      host = t.clone();
+    } else if (t.is_tensor()) {
+      host = Tensor(t.dtype(), t.shape());
+      b.copy_to_host(t, host);
+    }
+    observer_(node, plan.slots[size_t(k)].value, host);
+  }
+}
+
 TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs) {
   lanes_ = bind_lanes(plan);
   values_.assign(plan.slots.size(), Tensor{});
@@ -266,6 +285,7 @@ TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const Te
     if (s.kind == Step::Kind::copy) run_copy(plan, prepared, s);
     else if (s.control_flow) run_control_flow_step(plan, prepared, si);
     else run_node_step(plan, prepared, si);
+    if (observer_ && s.kind == Step::Kind::run) observe_outputs(plan, s);
     for (int k : s.release) values_[size_t(k)] = Tensor{};
   }
   for (auto& lane : lanes_) lane.backend->synchronize();

@@ -3,6 +3,7 @@
 // receives only tensors on its own device. Values are the plan's integer slots.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -38,6 +39,10 @@ struct PreparedPlan {
 
 class ControlFlowRunner;
 
+// Called after each node runs with each value it made, as a host copy the observer may keep
+// (a sequence or an optional as it is held). For tools that look inside a run (`vlrt check`).
+using ValueObserver = std::function<void(const Node& node, const std::string& value, const Tensor& host_copy)>;
+
 class Executor {
  public:
   Executor(const Model& model, int threads);
@@ -57,6 +62,9 @@ class Executor {
   size_t transfers_executed() const { return transfers_executed_; }
   // Times every kernel (after waiting for its device) into `profile`; nullptr: off.
   void set_profile(Profile* profile) { profile_ = profile; }
+  // Shows every node's outputs to `observer` (waiting for the device and copying each to the
+  // host); an empty function: off, and the run pays one test per step.
+  void set_value_observer(ValueObserver observer) { observer_ = std::move(observer); }
 
  private:
   // Per device of the plan being run: its backend and its arena.
@@ -72,6 +80,7 @@ class Executor {
   void run_node_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
   void run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
   TensorMap collect_outputs(const Plan& plan, const PreparedPlan& prepared) const;
+  void observe_outputs(const Plan& plan, const Step& s);
 
   const Model& model_;
   int threads_;
@@ -84,6 +93,7 @@ class Executor {
   std::vector<Lane> lanes_;
   size_t transfers_executed_ = 0;
   Profile* profile_ = nullptr;
+  ValueObserver observer_;
   // Per control-flow node (by index): the runner of its subgraphs, made at its first run.
   std::map<size_t, std::unique_ptr<ControlFlowRunner>> control_flow_;
 };
