@@ -7,7 +7,8 @@ CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 DEB_PACKAGES = build-essential cmake pkg-config git ca-certificates \
   libopenblas-dev libdnnl-dev libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev libstb-dev libwebp-dev libtiff-dev \
   libssl-dev libcurl4-openssl-dev libcpp-httplib-dev libonnx-testdata \
-  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-pil
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -29,40 +29,6 @@ std::string op_list(const std::map<std::string, int>& ops) {
   return s;
 }
 
-nlohmann::json plan_json(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
-                         const Plan& plan, const BatchSizing& batches, const FusionReport& fused) {
-  nlohmann::json j;
-  j["model"] = model;
-  j["fused"] = nlohmann::json::object();
-  for (auto& [pattern, n] : fused) j["fused"][pattern] = n;
-  for (auto& [name, ds] : sig) j["inputs"][name] = cat(dtype_name(ds.first), shape_str(ds.second));
-  j["devices"] = nlohmann::json::object();
-  for (auto& dp : plan.devices) {
-    j["devices"][dp.device.str()] = {{"nodes", dp.nodes},
-                                     {"ops", dp.ops},
-                                     {"weight_bytes", dp.weight_bytes},
-                                     {"peak_activation_bytes", dp.peak_activation_bytes},
-                                     {"prepared_bytes", dp.prepared_bytes},
-                                     {"dynamic_values", dp.dynamic_values},
-                                     {"cap_bytes", dp.cap}};
-  }
-  j["transfers"] = nlohmann::json::array();
-  for (auto& t : plan.transfers)
-    j["transfers"].push_back({{"value", t.value}, {"from", t.from.str()}, {"to", t.to.str()}, {"bytes", t.bytes}});
-  j["fallbacks"] = nlohmann::json::array();
-  for (auto& f : plan.fallbacks)
-    j["fallbacks"].push_back({{"node", f.node},
-                              {"op", f.op_type},
-                              {"preferred", f.preferred.str()},
-                              {"placed", f.placed.str()},
-                              {"reason", f.reason}});
-  j["batch_symbol"] = batches.symbol;
-  j["max_batch"] = batches.symbol.empty() ? nlohmann::json(nullptr) : nlohmann::json(batches.max_batch);
-  j["batch_peaks"] = nlohmann::json::array();
-  for (auto& p : batches.points) j["batch_peaks"].push_back({{"batch", p.batch}, {"bytes", p.bytes}, {"fits", p.fits}});
-  return j;
-}
-
 void print_plan(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
                 const Plan& plan, const BatchSizing& batches, const FusionReport& fused) {
   std::cout << "plan for " << model << "\n  inputs:";
@@ -113,6 +79,40 @@ void plan(const PlanArgs& a) {
 }
 
 }  // namespace
+
+nlohmann::json plan_json(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
+                         const Plan& plan, const BatchSizing& batches, const FusionReport& fused) {
+  nlohmann::json j;
+  j["model"] = model;
+  j["fused"] = nlohmann::json::object();
+  for (auto& [pattern, n] : fused) j["fused"][pattern] = n;
+  for (auto& [name, ds] : sig) j["inputs"][name] = cat(dtype_name(ds.first), shape_str(ds.second));
+  j["devices"] = nlohmann::json::object();
+  for (auto& dp : plan.devices) {
+    j["devices"][dp.device.str()] = {{"nodes", dp.nodes},
+                                     {"ops", dp.ops},
+                                     {"weight_bytes", dp.weight_bytes},
+                                     {"peak_activation_bytes", dp.peak_activation_bytes},
+                                     {"prepared_bytes", dp.prepared_bytes},
+                                     {"dynamic_values", dp.dynamic_values},
+                                     {"cap_bytes", dp.cap}};
+  }
+  j["transfers"] = nlohmann::json::array();
+  for (auto& t : plan.transfers)
+    j["transfers"].push_back({{"value", t.value}, {"from", t.from.str()}, {"to", t.to.str()}, {"bytes", t.bytes}});
+  j["fallbacks"] = nlohmann::json::array();
+  for (auto& f : plan.fallbacks)
+    j["fallbacks"].push_back({{"node", f.node},
+                              {"op", f.op_type},
+                              {"preferred", f.preferred.str()},
+                              {"placed", f.placed.str()},
+                              {"reason", f.reason}});
+  j["batch_symbol"] = batches.symbol;
+  j["max_batch"] = batches.symbol.empty() ? nlohmann::json(nullptr) : nlohmann::json(batches.max_batch);
+  j["batch_peaks"] = nlohmann::json::array();
+  for (auto& p : batches.points) j["batch_peaks"].push_back({{"batch", p.batch}, {"bytes", p.bytes}, {"fits", p.fits}});
+  return j;
+}
 
 void add_plan_command(CLI::App& app) {
   static PlanArgs a;

@@ -3,12 +3,15 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "exec/executor.h"
 #include "graph/graph.h"
+#include "passes/fusion.h"
+#include "plan/batch.h"
 #include "plan/plan.h"
 
 namespace vlrt {
@@ -51,6 +54,9 @@ void add_random_inputs(const Model& model, const std::vector<std::string>& shape
                        const char* shape_option = "--input");
 // "NAME=path" -> name and path.
 std::pair<std::string, std::string> parse_name_value(const std::string& arg, const char* what);
+// The plan as `vlrt plan --json` prints it (and Python's InferenceSession.plan() returns it).
+nlohmann::json plan_json(const std::string& model, const std::map<std::string, std::pair<DType, Shape>>& sig,
+                         const Plan& plan, const BatchSizing& batches, const FusionReport& fused);
 // "12.3 MB", "512 B"
 std::string human_bytes(double bytes);
 
