@@ -64,15 +64,49 @@ Buffer::~Buffer() {
   if (release && data) release(data);
 }
 
-std::shared_ptr<Buffer> host_alloc(size_t bytes) {
-  auto b = std::make_shared<Buffer>();
+namespace {
+
+void* host_memory(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  b->data = std::aligned_alloc(64, rounded);
-  if (!b->data) fail("out of host memory allocating ", bytes, " bytes");
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail("out of host memory allocating ", bytes, " bytes");
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<Buffer> host_alloc(size_t bytes) {
+  auto b = std::make_shared<Buffer>();
+  b->data = host_memory(bytes);
   b->bytes = bytes;
   b->release = [](void* p) { std::free(p); };
   return b;
+}
+
+bool Buffer::evict() {
+  if (!refill || !data || device.kind != kCpuKind) return false;
+  release(data);
+  data = nullptr;
+  return true;
+}
+
+void* Buffer::refilled() {
+  if (data || !refill) return data;
+  static std::mutex refilling;
+  std::lock_guard<std::mutex> lock(refilling);
+  if (!data) {
+    void* p = host_memory(bytes);
+    try {
+      refill(p);
+    } catch (...) {
+      std::free(p);
+      throw;
+    }
+    release = [](void* q) { std::free(q); };
+    data = p;
+  }
+  return data;
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {

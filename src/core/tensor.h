@@ -33,11 +33,22 @@ struct Device {
 };
 
 // A block of memory owned by one device. The release function gives it back.
+//
+// A host buffer may also know how to read its contents again from where they came from (a
+// model's weights from the model file): evict() then gives its memory back, and the next access
+// through a Tensor (raw(), data()) allocates it anew and refills it. The session evicts the
+// weights that every reader holds packed in its prepared state, so they are not kept twice.
 struct Buffer {
   void* data = nullptr;
   size_t bytes = 0;
   Device device;
   std::function<void(void*)> release;
+  std::function<void(void*)> refill;  // writes `bytes` bytes of the contents (host buffers only)
+  // Gives the memory back when the contents can be refilled; false when they cannot.
+  bool evict();
+  bool evicted() const { return !data && refill; }
+  // The memory, refilled first when evicted (nullptr for a buffer that never had any).
+  void* refilled();
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -94,8 +105,10 @@ class Tensor {
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   size_t offset() const { return offset_; }
 
-  void* raw() { return static_cast<char*>(buffer_->data) + offset_; }
-  const void* raw() const { return static_cast<const char*>(buffer_->data) + offset_; }
+  void* raw() { return static_cast<char*>(buffer_->data ? buffer_->data : buffer_->refilled()) + offset_; }
+  const void* raw() const {
+    return static_cast<const char*>(buffer_->data ? buffer_->data : buffer_->refilled()) + offset_;
+  }
   template <class T> T* data() {
     check_type(dtype_v<T>);
     return static_cast<T*>(raw());

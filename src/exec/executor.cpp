@@ -64,6 +64,19 @@ PreparedPlan Executor::prepare(const InferredGraph& inferred, const Plan& plan) 
     if (cached) *cached = t;
   }
   pp.states.resize(plan.steps.size());
+  // A weight every reader holds packed is evicted once the last of them is prepared (it is read
+  // again from the model file only if another plan asks for it), so it is not held twice.
+  std::vector<int> readers_to_prepare(plan.slots.size(), 0);
+  for (auto& s : plan.steps)
+    if (s.kind == Step::Kind::run && !s.control_flow)
+      for (int k : s.inputs)
+        if (k >= 0 && plan.slots[size_t(k)].replaced) readers_to_prepare[size_t(k)]++;
+  auto evict_if_last = [&](int k) {
+    if (k < 0 || !plan.slots[size_t(k)].replaced || --readers_to_prepare[size_t(k)] > 0) return;
+    auto init = g.initializers.find(plan.slots[size_t(k)].value);
+    if (init != g.initializers.end() && init->second.is_tensor() && init->second.defined())
+      init->second.buffer()->evict();
+  };
   for (size_t si = 0; si < plan.steps.size(); si++) {
     const Step& s = plan.steps[si];
     if (s.kind != Step::Kind::run || s.control_flow) continue;
@@ -75,6 +88,7 @@ PreparedPlan Executor::prepare(const InferredGraph& inferred, const Plan& plan) 
     if (held != s.prepared_bytes)
       fail("internal error: ", node.label(), " on ", s.device.str(), " prepared ", held,
            " bytes of state but the plan counted ", s.prepared_bytes);
+    for (int k : s.inputs) evict_if_last(k);
   }
   return pp;
 }

@@ -1,5 +1,8 @@
 #include "io/files.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,6 +23,54 @@ std::string read_file(const std::string& path) {
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) fail(path, ": read error");
   return data;
+}
+
+MappedFile::MappedFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail(path, ": no such file");
+  if (fs::is_directory(path, ec)) fail(path, ": is a directory, expected a file");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p != MAP_FAILED) {
+      data_ = static_cast<const char*>(p);
+      size_ = size_t(st.st_size);
+      mapped_ = true;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  if (!mapped_) {
+    copy_ = read_file(path);
+    data_ = copy_.data();
+    size_ = copy_.size();
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+void MappedFile::drop(const void* p, size_t n) const {
+  if (!mapped_ || n == 0) return;
+  uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (uintptr_t(p) + page - 1) / page * page, end = (uintptr_t(p) + n) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void read_file_range(const std::string& path, uint64_t offset, void* dst, size_t n) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, ": cannot open for reading (the model's weights are read from it again)");
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = ::pread(fd, static_cast<char*>(dst) + done, n - done, off_t(offset + done));
+    if (got <= 0) {
+      ::close(fd);
+      fail(path, ": cannot read bytes ", offset, "..", offset + n, " (was the file changed or truncated?)");
+    }
+    done += size_t(got);
+  }
+  ::close(fd);
 }
 
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> parts) {

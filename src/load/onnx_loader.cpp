@@ -16,6 +16,24 @@ using W = ProtoReader::WireType;
 
 namespace {
 
+// Where the tensors being parsed come from: the model's folder (external data lies beside it)
+// and, when parsing a model file, the file itself, so large weights can be read again from it.
+struct Source {
+  std::string base_dir;
+  const MappedFile* file = nullptr;
+  std::string path;
+};
+
+// Weights from this size up can be evicted and read again from their file (Buffer::evict).
+constexpr size_t kRefillableBytes = 64 * 1024;
+
+// Lets t's buffer be refilled from bytes [offset, offset + nbytes) of the file at path.
+void refill_from(Tensor& t, const std::string& path, uint64_t offset) {
+  size_t n = t.nbytes();
+  if (n < kRefillableBytes) return;
+  t.buffer()->refill = [path, offset, n](void* dst) { read_file_range(path, offset, dst, n); };
+}
+
 struct ExternalRef {
   std::string location;
   int64_t offset = 0;
@@ -41,7 +59,7 @@ template <class Dst, class Src> void copy_values(Tensor& t, const std::vector<Sr
   for (size_t i = 0; i < v.size(); i++) d[i] = static_cast<Dst>(v[i]);
 }
 
-Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out_name) {
+Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
   Shape dims;
   int32_t data_type = 0;
   std::string name;
@@ -89,7 +107,7 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
 
   if (external) {
     VLRT_CHECK(!ext.location.empty(), label, ": external data without a location");
-    fs::path p = fs::path(base_dir) / ext.location;
+    fs::path p = fs::path(src.base_dir) / ext.location;
     std::error_code ec;
     if (!fs::exists(p, ec))
       fail(label, ": external data file '", p.string(), "' is missing (expected beside the model)");
@@ -104,12 +122,18 @@ Tensor parse_tensor(ProtoReader r, const std::string& base_dir, std::string* out
     f.seekg(ext.offset);
     f.read(static_cast<char*>(t.raw()), std::streamsize(nbytes));
     VLRT_CHECK(f.good(), label, ": cannot read external data from '", p.string(), "'");
+    refill_from(t, fs::absolute(p, ec).string(), uint64_t(ext.offset));
     return t;
   }
   if (has_raw) {
     VLRT_CHECK(raw.size() == nbytes, label, ": raw data is ", raw.size(), " bytes, ", t.describe(), " needs ",
                nbytes);
     if (nbytes) std::memcpy(t.raw(), raw.data(), nbytes);
+    std::string_view file = src.file ? src.file->bytes() : std::string_view();
+    if (src.file && raw.data() >= file.data() && raw.data() + nbytes <= file.data() + file.size()) {
+      refill_from(t, src.path, uint64_t(raw.data() - file.data()));
+      src.file->drop(raw.data(), nbytes);  // read once: no need to keep these pages
+    }
     return t;
   }
   switch (dt) {
@@ -187,9 +211,9 @@ ValueDecl parse_value_info(ProtoReader r) {
   return v;
 }
 
-Graph parse_graph(ProtoReader r, const std::string& base_dir);
+Graph parse_graph(ProtoReader r, const Source& src);
 
-Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::string& name) {
+Attribute parse_attribute(ProtoReader r, const Source& src, std::string& name) {
   Attribute a;
   int32_t declared = 0;
   r.for_each_field([&](uint32_t field, W type) {
@@ -198,13 +222,13 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
       case 2: a.f = r.read_float(); break;
       case 3: a.i = r.read_int64(); break;
       case 4: a.s = r.read_string(); break;
-      case 5: a.t = parse_tensor(r.read_message(), base_dir, nullptr); break;
+      case 5: a.t = parse_tensor(r.read_message(), src, nullptr); break;
       case 6:
-        a.graph = std::make_shared<Graph>(parse_graph(r.read_message(), base_dir));
+        a.graph = std::make_shared<Graph>(parse_graph(r.read_message(), src));
         declared = declared ? declared : 5;
         break;
       case 11:
-        a.graphs.push_back(std::make_shared<Graph>(parse_graph(r.read_message(), base_dir)));
+        a.graphs.push_back(std::make_shared<Graph>(parse_graph(r.read_message(), src)));
         declared = declared ? declared : 10;
         break;
       case 7: r.read_repeated(type, [&](ProtoReader& s) { a.floats.push_back(s.read_float()); }); break;
@@ -231,7 +255,7 @@ Attribute parse_attribute(ProtoReader r, const std::string& base_dir, std::strin
   return a;
 }
 
-Node parse_node(ProtoReader r, const std::string& base_dir) {
+Node parse_node(ProtoReader r, const Source& src) {
   Node n;
   r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
@@ -242,7 +266,7 @@ Node parse_node(ProtoReader r, const std::string& base_dir) {
       case 5: {
         std::string name;
         try {
-          Attribute a = parse_attribute(r.read_message(), base_dir, name);
+          Attribute a = parse_attribute(r.read_message(), src, name);
           n.attrs[name] = std::move(a);
         } catch (const Truncated&) {
           throw;
@@ -261,15 +285,15 @@ Node parse_node(ProtoReader r, const std::string& base_dir) {
   return n;
 }
 
-Graph parse_graph(ProtoReader r, const std::string& base_dir) {
+Graph parse_graph(ProtoReader r, const Source& src) {
   Graph g;
   std::vector<ValueDecl> declared_inputs;
   r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
-      case 1: g.nodes.push_back(parse_node(r.read_message(), base_dir)); break;
+      case 1: g.nodes.push_back(parse_node(r.read_message(), src)); break;
       case 5: {
         std::string name;
-        Tensor t = parse_tensor(r.read_message(), base_dir, &name);
+        Tensor t = parse_tensor(r.read_message(), src, &name);
         g.initializers[name] = std::move(t);
         break;
       }
@@ -344,14 +368,14 @@ std::vector<std::string> external_data_files(const std::string& path) {
 
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir, std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  return parse_tensor(r, base_dir, name);
+  return parse_tensor(r, Source{base_dir}, name);
 }
 
 namespace {
 
 // A SequenceProto (kind sequence) or an OptionalProto (an optional kind) of tensors or,
 // for an optional, of a sequence. Fields: 1 name, 2 elem_type, 3 tensors, 5 sequences.
-Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const std::string& base_dir,
+Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const Source& src,
                    std::string* out_name) {
   std::string name;
   std::vector<Tensor> tensors;
@@ -361,9 +385,9 @@ Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const std:
     switch (field) {
       case 1: name = r.read_string(); break;
       case 2: elem_type = int32_t(r.read_varint()); break;
-      case 3: tensors.push_back(parse_tensor(r.read_message(), base_dir, nullptr)); break;
+      case 3: tensors.push_back(parse_tensor(r.read_message(), src, nullptr)); break;
       case 5:
-        sequences.push_back(parse_value(r.read_message(), ValueKind::sequence, element_type, base_dir, nullptr));
+        sequences.push_back(parse_value(r.read_message(), ValueKind::sequence, element_type, src, nullptr));
         break;
       case 4: case 6: case 7: unsupported("value '", name, "': sparse tensors, maps and nested optionals are not supported");
       default: r.skip(type);
@@ -391,17 +415,19 @@ Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const std:
 Tensor parse_value_proto(const std::string& bytes, ValueKind kind, DType element_type, const std::string& base_dir,
                          std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (kind == ValueKind::tensor) return parse_tensor(r, base_dir, name);
-  return parse_value(r, kind, element_type, base_dir, name);
+  if (kind == ValueKind::tensor) return parse_tensor(r, Source{base_dir}, name);
+  return parse_value(r, kind, element_type, Source{base_dir}, name);
 }
 
 Model load_onnx(const std::string& path) {
-  std::string data = read_file(path);
+  MappedFile file(path);
+  std::string_view data = file.bytes();
   if (data.empty()) fail(path, ": the file is empty");
   Model m;
   m.path = path;
   fs::path dir = fs::path(path).parent_path();
-  std::string base_dir = dir.empty() ? std::string(".") : dir.string();
+  std::error_code ec;
+  Source src{dir.empty() ? std::string(".") : dir.string(), &file, fs::absolute(path, ec).string()};
   bool has_graph = false;
   try {
     ProtoReader r(reinterpret_cast<const uint8_t*>(data.data()), data.size());
@@ -413,7 +439,7 @@ Model load_onnx(const std::string& path) {
       switch (field) {
         case 1: m.ir_version = r.read_int64(); break;
         case 2: m.producer = r.read_string(); break;
-        case 7: m.graph = parse_graph(r.read_message(), base_dir); has_graph = true; break;
+        case 7: m.graph = parse_graph(r.read_message(), src); has_graph = true; break;
         case 14: {  // metadata_props
           auto [key, value] = parse_string_entry(r.read_message());
           m.metadata[key] = value;

@@ -92,3 +92,27 @@ TEST(ThreadPool, ExceptionInAChunkReachesTheCaller) {
 }
 
 }  // namespace vlrt
+
+namespace vlrt {
+
+// A buffer that can be refilled gives its memory back on evict() and gets its contents back
+// on the next access; one that cannot refuses to be evicted.
+TEST(Buffer, EvictedContentsAreRefilledOnTheNextAccess) {
+  Tensor t(DType::f32, {4, 5});
+  for (int i = 0; i < 20; i++) t.data<float>()[i] = float(i) * 0.5f;
+  EXPECT_FALSE(t.buffer()->evict());
+  int refills = 0;
+  t.buffer()->refill = [&refills](void* dst) {
+    refills++;
+    for (int i = 0; i < 20; i++) static_cast<float*>(dst)[i] = float(i) * 0.5f;
+  };
+  Tensor view = t.reshaped({20});  // shares the buffer
+  EXPECT_TRUE(t.buffer()->evict());
+  EXPECT_TRUE(view.buffer()->evicted());
+  EXPECT_EQ(view.data<float>()[7], 3.5f);
+  EXPECT_EQ(t.data<float>()[19], 9.5f);
+  EXPECT_EQ(refills, 1);
+  EXPECT_FALSE(t.buffer()->evicted());
+}
+
+}  // namespace vlrt
