@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -158,6 +159,7 @@ def main():
         server.terminate()
         out, _ = server.communicate(timeout=60)
         print("      server log:", " | ".join(out.strip().splitlines()[-3:]))
+        shutil.rmtree(repo)
 
 
 if __name__ == "__main__":
