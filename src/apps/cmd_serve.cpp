@@ -1,5 +1,6 @@
 // vlrt serve: a pipeline (by default GroundingDINO-contract detection) behind HTTP with dynamic
-// batching, KServe v2 health/metadata/infer and Prometheus metrics. SIGTERM or SIGINT drains and exits 0.
+// batching, KServe v2 / Triton (binary data, BYTES, statistics, model repository) and Prometheus
+// metrics. SIGTERM or SIGINT drains and exits 0.
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -53,13 +54,17 @@ void serve_main(ServeArgs& a) {
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string path = pipeline->session().model().path;
   std::string endpoint = pipeline->endpoint();
+  a.o.repository_session = session_options(a.p);
   serve::Server server(std::move(pipeline), a.o, load_s);
   int port = server.bind();
   std::printf("vlrt serve: model '%s' (%s, loaded in %.2f s) on http://%s:%d\n", server.model_name().c_str(),
               path.c_str(), load_s, a.o.host.c_str(), port);
   std::printf(
-      "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s, /metrics\n", endpoint.c_str(),
-      server.model_name().c_str(), server.model_name().c_str());
+      "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s[/config|/stats], "
+      "/metrics\n",
+      endpoint.c_str(), server.model_name().c_str(), server.model_name().c_str());
+  for (auto& m : server.repository_models())
+    std::printf("  repository model '%s': %s\n", m.first.c_str(), m.second.c_str());
   std::fflush(stdout);
 
   std::thread waiter([&] {
@@ -90,15 +95,27 @@ void serve_main(ServeArgs& a) {
 
 void add_serve_command(CLI::App& app) {
   static ServeArgs a;
-  auto* cmd = app.add_subcommand(
-      "serve",
-      "Serve a GroundingDINO-contract model over HTTP: /v1/detect, KServe v2, /metrics, dynamic batching");
+  auto* cmd = app.add_subcommand("serve",
+                                 "Serve a GroundingDINO-contract model over HTTP: /v1/detect, KServe v2 / "
+                                 "Triton, /metrics, dynamic batching");
+  cmd->footer(
+      "KServe v2 / Triton: POST /v2/models/NAME/infer takes the model's own tensors (JSON, or Triton's\n"
+      "binary data extension); for the pipeline's model also the BYTES inputs 'image' (the encoded image\n"
+      "file, shape [1]) and 'prompt' (shape [1]), box_threshold/text_threshold as request parameters,\n"
+      "answered with 'boxes' (FP32 [N,4], x1 y1 x2 y2 in image pixels), 'scores' (FP32 [N]) and 'labels'\n"
+      "(BYTES [N]). GET /v2/models/NAME/{config,stats}, /v2/models/stats. With --model-repository DIR\n"
+      "(DIR/NAME/1/model.onnx): POST /v2/repository/index, /v2/repository/models/NAME/{load,unload}.\n"
+      "/metrics has vlrt_* and Triton's nv_inference_* series.");
   add_pipeline_options(cmd, a.p);
   cmd->add_option("--host", a.o.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a.o.port, "port (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--model-name", a.o.model_name, "name in the /v2 URLs (default: the model file's name)");
+  cmd->add_option(
+      "--model-repository", a.o.model_repository,
+      "a Triton-layout folder (DIR/NAME/1/model.onnx, optional DIR/NAME/config.pbtxt): each model is "
+      "loaded at start and served as tensors at /v2/models/NAME");
   cmd->add_option("--max-batch", a.o.max_batch,
                   "cap on requests per model run (default: the largest batch the memory plan fits)")
       ->check(CLI::Range(int64_t(1), int64_t(1024)));

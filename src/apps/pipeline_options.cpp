@@ -64,12 +64,18 @@ std::pair<std::shared_ptr<const Query>, Ontology> make_query(const Pipeline& pip
   return {query, classes};
 }
 
+SessionOptions session_options(const PipelineArgs& a) {
+  SessionOptions options;
+  options.threads = a.threads;
+  options.plan = plan_options(a.device_args);
+  return options;
+}
+
 std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& a) {
   const PipelineInfo& info = find_pipeline(a.pipeline);
   PipelineConfig config;
   config.vocab = a.vocab;
-  config.session.threads = a.threads;
-  config.session.plan = plan_options(a.device_args);
+  config.session = session_options(a);
   if (a.box_threshold) config.settings["box_threshold"] = *a.box_threshold;
   if (a.text_threshold) config.settings["text_threshold"] = *a.text_threshold;
   if (a.nms) config.settings["nms"] = *a.nms;

@@ -33,6 +33,8 @@ struct QueryArgs {
 
 void add_pipeline_options(CLI::App* cmd, PipelineArgs& args);
 void add_query_options(CLI::App* cmd, QueryArgs& args);
+// The session options the device, memory and thread flags ask for.
+SessionOptions session_options(const PipelineArgs& args);
 // Loads the model (the pipeline's shipped model when none is given) and makes the pipeline
 // with the options over the model's own defaults. Fails naming what is missing.
 std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& args);

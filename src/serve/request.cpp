@@ -1,5 +1,6 @@
 #include "serve/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -61,7 +62,69 @@ T element(const json& v, const std::string& input, size_t i, DType dt) {
   }
 }
 
-Tensor parse_tensor(const json& in, size_t index) {
+// The binary part of a request body, handed to the inputs that give a binary_data_size in
+// the order they are listed.
+class BinaryData {
+ public:
+  explicit BinaryData(std::string_view data) : rest_(data) {}
+  std::string_view take(const std::string& input, size_t n) {
+    if (n > rest_.size())
+      refuse(400, "input '", input, "': binary_data_size ", n, " runs past the end of the body (",
+             rest_.size(), " bytes of binary data left after the JSON header)");
+    std::string_view part = rest_.substr(0, n);
+    rest_.remove_prefix(n);
+    return part;
+  }
+  size_t left() const { return rest_.size(); }
+
+ private:
+  std::string_view rest_;
+};
+
+uint32_t read_u32_le(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | uint8_t(p[i]);
+  return v;
+}
+
+void append_u32_le(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; i++) out += char((v >> (8 * i)) & 0xff);
+}
+
+// BYTES elements in the binary form: each a 4-byte little-endian length and its bytes.
+std::vector<std::string> bytes_elements(const std::string& input, std::string_view data, int64_t numel) {
+  std::vector<std::string> elements;
+  while (!data.empty()) {
+    if (data.size() < 4 || read_u32_le(data.data()) > data.size() - 4)
+      refuse(400, "input '", input, "': BYTES element ", elements.size(),
+             " runs past its binary_data_size; each element is a 4-byte little-endian length and its bytes");
+    uint32_t n = read_u32_le(data.data());
+    elements.emplace_back(data.substr(4, n));
+    data.remove_prefix(4 + size_t(n));
+  }
+  if (int64_t(elements.size()) != numel)
+    refuse(400, "input '", input, "': binary data holds ", elements.size(),
+           " BYTES elements but its shape needs ", numel);
+  return elements;
+}
+
+// The binary_data_size of an input's parameters, or npos when it has none.
+size_t binary_data_size(const json& in, const std::string& name) {
+  auto params = in.find("parameters");
+  if (params == in.end()) return std::string::npos;
+  if (!params->is_object())
+    refuse(400, "input '", name, "': parameters is JSON ", params->type_name(), "; expected an object");
+  auto size = params->find("binary_data_size");
+  if (size == params->end()) return std::string::npos;
+  if (!size->is_number_unsigned())
+    refuse(400, "input '", name, "': binary_data_size is ", size->dump().substr(0, 40),
+           "; expected a non-negative integer");
+  return size->get<size_t>();
+}
+
+// One input: a numeric tensor into `tensors` or a BYTES tensor into `bytes`.
+void parse_tensor(const json& in, size_t index, BinaryData& binary, TensorMap& tensors,
+                  std::map<std::string, BytesTensor>& bytes) {
   if (!in.is_object()) refuse(400, "inputs[", index, "] is JSON ", in.type_name(), "; expected an object");
   auto field = [&](const char* key) -> const json& {
     auto it = in.find(key);
@@ -72,13 +135,16 @@ Tensor parse_tensor(const json& in, size_t index) {
   if (!name_v.is_string())
     refuse(400, "inputs[", index, "].name is JSON ", name_v.type_name(), "; expected a string");
   std::string name = name_v.get<std::string>().substr(0, 200);
+  if (tensors.count(name) || bytes.count(name)) refuse(400, "input '", name, "' is given twice");
   const json& dt_v = field("datatype");
   if (!dt_v.is_string())
     refuse(400, "input '", name, "': datatype is JSON ", dt_v.type_name(), "; expected a string");
+  bool is_bytes = dt_v.get<std::string>() == "BYTES";
   DType dt = dtype_from_kserve(dt_v.get<std::string>());
-  if (dt == DType::undefined)
+  if (dt == DType::undefined && !is_bytes)
     refuse(400, "input '", name, "': datatype '", dt_v.get<std::string>().substr(0, 40),
-           "' is not supported; expected one of BOOL, INT8..INT64, UINT8..UINT64, FP16, FP32, FP64, BF16");
+           "' is not supported; expected one of BOOL, INT8..INT64, UINT8..UINT64, FP16, FP32, FP64, BF16, "
+           "BYTES");
   const json& shape_v = field("shape");
   if (!shape_v.is_array())
     refuse(400, "input '", name, "': shape is JSON ", shape_v.type_name(), "; expected an array");
@@ -94,6 +160,29 @@ Tensor parse_tensor(const json& in, size_t index) {
       refuse(400, "input '", name, "': shape ", shape_v.dump().substr(0, 80), " has too many elements");
     numel *= shape.back();
   }
+
+  size_t binary_size = binary_data_size(in, name);
+  if (binary_size != std::string::npos) {
+    if (in.contains("data"))
+      refuse(400, "input '", name, "' has both 'data' and parameters.binary_data_size; give one");
+    std::string_view data = binary.take(name, binary_size);
+    if (is_bytes) {
+      bytes[name] = {shape, bytes_elements(name, data, numel)};
+      return;
+    }
+    size_t expected = size_t(numel) * dtype_size(dt);
+    if (binary_size != expected)
+      refuse(400, "input '", name, "': binary_data_size is ", binary_size, " bytes but shape ",
+             shape_str(shape), " of ", dt_v.get<std::string>(), " needs ", expected);
+    Tensor t(dt, shape);
+    std::memcpy(t.raw(), data.data(), expected);
+    if (dt == DType::boolean)
+      for (size_t i = 0; i < expected; i++)
+        if (uint8_t(data[i]) > 1) refuse(400, "input '", name, "': BOOL byte ", i, " is neither 0 nor 1");
+    tensors[name] = std::move(t);
+    return;
+  }
+
   const json& data_v = field("data");
   if (!data_v.is_array())
     refuse(400, "input '", name, "': data is JSON ", data_v.type_name(), "; expected an array");
@@ -102,6 +191,17 @@ Tensor parse_tensor(const json& in, size_t index) {
   if (int64_t(flat.size()) != numel)
     refuse(400, "input '", name, "': data has ", flat.size(), " elements but shape ", shape_str(shape),
            " needs ", numel);
+  if (is_bytes) {
+    BytesTensor b{shape, {}};
+    for (size_t i = 0; i < flat.size(); i++) {
+      if (!flat[i]->is_string())
+        refuse(400, "input '", name, "': data[", i, "] is JSON ", flat[i]->type_name(),
+               "; BYTES expects a string");
+      b.elements.push_back(flat[i]->get<std::string>());
+    }
+    bytes[name] = std::move(b);
+    return;
+  }
   Tensor t(dt, shape);
   if (dt == DType::f16 || dt == DType::bf16) {
     auto* p = static_cast<uint16_t*>(t.raw());
@@ -109,13 +209,29 @@ Tensor parse_tensor(const json& in, size_t index) {
       float f = element<float>(*flat[i], name, i, dt);
       p[i] = dt == DType::f16 ? float_to_half(f) : float_to_bf16(f);
     }
-    return t;
+  } else {
+    dispatch_all(dt, [&]<class T>() {
+      T* p = t.data<T>();
+      for (size_t i = 0; i < flat.size(); i++) p[i] = element<T>(*flat[i], name, i, dt);
+    });
   }
-  dispatch_all(dt, [&]<class T>() {
-    T* p = t.data<T>();
-    for (size_t i = 0; i < flat.size(); i++) p[i] = element<T>(*flat[i], name, i, dt);
-  });
-  return t;
+  tensors[name] = std::move(t);
+}
+
+// Whether an output's parameters ask for binary data: Triton's binary_data, or binary_data_output.
+bool wants_binary(const json& output, const std::string& name) {
+  auto params = output.find("parameters");
+  if (params == output.end()) return false;
+  if (!params->is_object()) refuse(400, "output '", name, "': parameters must be an object");
+  if (params->contains("classification"))
+    refuse(400, "output '", name, "': the classification extension is not supported; ask for the tensor");
+  for (const char* key : {"binary_data", "binary_data_output"}) {
+    auto it = params->find(key);
+    if (it == params->end()) continue;
+    if (!it->is_boolean()) refuse(400, "output '", name, "': ", key, " must be true or false");
+    if (it->get<bool>()) return true;
+  }
+  return false;
 }
 
 json tensor_data(const Tensor& t) {
@@ -164,71 +280,138 @@ DType dtype_from_kserve(const std::string& name) {
   return DType::undefined;
 }
 
-InferRequest parse_infer_request(const std::string& body, const Model& model) {
-  json j = parse_json_object(body);
+InferRequest parse_infer_request(std::string_view body, size_t json_length) {
+  std::string_view header = body, binary_part;
+  if (json_length != std::string::npos) {
+    if (json_length > body.size())
+      refuse(400, "Inference-Header-Content-Length is ", json_length, " but the body has only ", body.size(),
+             " bytes");
+    header = body.substr(0, json_length);
+    binary_part = body.substr(json_length);
+  }
+  json j = parse_json_object(header);
   InferRequest r;
+  BinaryData binary(binary_part);
   for (auto& [key, v] : j.items()) {
     if (key == "id") {
       if (!v.is_string()) refuse(400, "'id' is JSON ", v.type_name(), "; expected a string");
       r.id = v.get<std::string>().substr(0, 256);
     } else if (key == "inputs") {
       if (!v.is_array()) refuse(400, "'inputs' is JSON ", v.type_name(), "; expected an array of tensors");
-      for (size_t i = 0; i < v.size(); i++) {
-        std::string name = v[i].is_object() && v[i].contains("name") && v[i]["name"].is_string()
-                               ? v[i]["name"].get<std::string>()
-                               : "";
-        if (r.inputs.count(name)) refuse(400, "input '", name.substr(0, 200), "' is given twice");
-        r.inputs[name] = parse_tensor(v[i], i);
-      }
+      for (size_t i = 0; i < v.size(); i++) parse_tensor(v[i], i, binary, r.inputs, r.bytes_inputs);
     } else if (key == "outputs") {
       if (!v.is_array())
         refuse(400, "'outputs' is JSON ", v.type_name(), "; expected an array of {\"name\": ...}");
       for (auto& o : v) {
         if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
           refuse(400, "'outputs' entries must be objects with a string 'name'");
-        std::string name = o["name"].get<std::string>();
-        bool known = false;
-        std::string names;
-        for (auto& d : model.graph.outputs) {
-          known = known || d.name == name;
-          names += (names.empty() ? "" : ", ") + d.name;
-        }
-        if (!known)
-          refuse(400, "unknown output '", name.substr(0, 200), "'; the model's outputs are ", names);
-        r.outputs.push_back(name);
+        std::string name = o["name"].get<std::string>().substr(0, 200);
+        r.outputs.push_back({name, wants_binary(o, name)});
       }
-    } else if (key != "parameters") {
+    } else if (key == "parameters") {
+      if (!v.is_object()) refuse(400, "'parameters' is JSON ", v.type_name(), "; expected an object");
+      r.parameters = v;
+      auto b = v.find("binary_data_output");
+      if (b != v.end()) {
+        if (!b->is_boolean()) refuse(400, "parameters.binary_data_output must be true or false");
+        r.binary_outputs = b->get<bool>();
+      }
+    } else {
       refuse(400, "unknown field '", key.substr(0, 64), "'; expected id, inputs, outputs, parameters");
     }
   }
   if (!j.contains("inputs")) refuse(400, "missing field 'inputs'");
+  if (binary.left() > 0)
+    refuse(400, "the body has ", binary.left(),
+           " bytes after the JSON header that no input's binary_data_size accounts for");
   return r;
 }
 
-json infer_response(const std::string& model_name, const std::string& id, const TensorMap& outputs,
-                    const std::vector<std::string>& names) {
-  json j = {{"model_name", model_name}, {"outputs", json::array()}};
-  if (!id.empty()) j["id"] = id;
-  for (auto& name : names) {
-    const Tensor& t = outputs.at(name);
-    std::string dt = kserve_datatype(t.dtype());
-    j["outputs"].push_back({{"name", name},
-                            {"datatype", dt.empty() ? dtype_name(t.dtype()) : dt},
-                            {"shape", t.shape()},
-                            {"data", tensor_data(t)}});
+void check_output_names(const InferRequest& request, const std::vector<std::string>& names) {
+  for (auto& o : request.outputs) {
+    if (std::find(names.begin(), names.end(), o.name) != names.end()) continue;
+    std::string list;
+    for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    refuse(400, "unknown output '", o.name, "'; the model's outputs are ", list);
   }
-  return j;
+}
+
+InferReply infer_response(const std::string& model_name, const InferRequest& request,
+                          const InferOutputs& outputs) {
+  std::vector<RequestedOutput> wanted = request.outputs;
+  if (wanted.empty())
+    for (auto& name : outputs.names) wanted.push_back({name, request.binary_outputs});
+  json j = {{"model_name", model_name}, {"model_version", "1"}, {"outputs", json::array()}};
+  if (!request.id.empty()) j["id"] = request.id;
+  std::string binary;
+  for (auto& [name, as_binary] : wanted) {
+    json out = {{"name", name}};
+    size_t before = binary.size();
+    auto bytes = outputs.bytes.find(name);
+    if (bytes != outputs.bytes.end()) {
+      out["datatype"] = "BYTES";
+      out["shape"] = bytes->second.shape;
+      if (as_binary) {
+        for (auto& e : bytes->second.elements) {
+          append_u32_le(binary, uint32_t(e.size()));
+          binary += e;
+        }
+      } else {
+        out["data"] = bytes->second.elements;
+      }
+    } else {
+      const Tensor& t = outputs.tensors.at(name);
+      std::string dt = kserve_datatype(t.dtype());
+      out["datatype"] = dt.empty() ? dtype_name(t.dtype()) : dt;
+      out["shape"] = t.shape();
+      if (as_binary)
+        binary.append(static_cast<const char*>(t.raw()), t.nbytes());
+      else
+        out["data"] = tensor_data(t);
+    }
+    if (as_binary) out["parameters"] = {{"binary_data_size", binary.size() - before}};
+    j["outputs"].push_back(std::move(out));
+  }
+  InferReply reply;
+  reply.body = j.dump(-1, ' ', false, json::error_handler_t::replace);
+  bool any_binary = std::any_of(wanted.begin(), wanted.end(), [](auto& o) { return o.binary; });
+  if (any_binary) {
+    reply.json_length = reply.body.size();
+    reply.body += binary;
+  }
+  return reply;
 }
 
 json model_metadata(const std::string& name, const Model& model) {
   json j = {{"name", name},
             {"versions", {"1"}},
-            {"platform", "onnx"},
+            {"platform", "onnxruntime_onnx"},
             {"inputs", json::array()},
             {"outputs", json::array()}};
   for (auto& d : model.graph.inputs) j["inputs"].push_back(decl_json(d));
   for (auto& d : model.graph.outputs) j["outputs"].push_back(decl_json(d));
   return j;
+}
+
+json model_config(const std::string& name, const Model& model) {
+  auto tensors = [](const std::vector<ValueDecl>& decls) {
+    json list = json::array();
+    for (auto& d : decls) {
+      json dims = json::array();
+      for (auto& dim : d.dims) dims.push_back(dim.value >= 0 ? dim.value : -1);
+      std::string dt = kserve_datatype(d.dtype);
+      list.push_back(
+          {{"name", d.name}, {"data_type", dt.empty() ? "TYPE_INVALID" : "TYPE_" + dt}, {"dims", dims}});
+    }
+    return list;
+  };
+  return {{"name", name},
+          {"platform", "onnxruntime_onnx"},
+          {"backend", "vlrt"},
+          {"version_policy", {{"latest", {{"num_versions", 1}}}}},
+          {"max_batch_size", 0},
+          {"input", tensors(model.graph.inputs)},
+          {"output", tensors(model.graph.outputs)}};
 }
 
 }  // namespace vlrt::serve

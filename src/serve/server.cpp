@@ -3,12 +3,15 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "serve/request.h"
 
@@ -33,7 +36,8 @@ const std::vector<double> kSecondsBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 
 
 // The route a path belongs to, so the labels stay a fixed set whatever clients send.
 std::string endpoint_of(const std::string& path, const std::string& pipeline_endpoint) {
-  static const std::vector<std::string> exact = {"/v2/health/live", "/v2/health/ready", "/v2", "/metrics"};
+  static const std::vector<std::string> exact = {"/v2/health/live",  "/v2/health/ready",    "/v2", "/metrics",
+                                                 "/v2/models/stats", "/v2/repository/index"};
   for (auto& e : exact)
     if (path == e) return e;
   if (path == pipeline_endpoint) return path;
@@ -43,9 +47,10 @@ std::string endpoint_of(const std::string& path, const std::string& pipeline_end
     size_t slash = rest.find('/');
     if (slash == std::string::npos) return "/v2/models/{name}";
     std::string tail = rest.substr(slash);
-    if (tail == "/infer") return "/v2/models/{name}/infer";
-    if (tail == "/ready") return "/v2/models/{name}/ready";
+    for (const char* t : {"/infer", "/ready", "/config", "/stats"})
+      if (tail == t) return "/v2/models/{name}" + tail;
   }
+  if (path.rfind("/v2/repository/models/", 0) == 0) return "/v2/repository/models/{name}";
   return "other";
 }
 
@@ -70,13 +75,49 @@ size_t resident_bytes() {
   return resident * size_t(sysconf(_SC_PAGESIZE));
 }
 
+const char* const kTritonCounters[] = {"nv_inference_request_success",
+                                       "nv_inference_request_failure",
+                                       "nv_inference_count",
+                                       "nv_inference_exec_count",
+                                       "nv_inference_request_duration_us",
+                                       "nv_inference_queue_duration_us",
+                                       "nv_inference_compute_infer_duration_us"};
+
+// Each of a model's Triton series shows from its load on, at 0.
+void show_triton_series(Metrics& metrics, const ServedModel& model) {
+  for (const char* counter : kTritonCounters)
+    metrics.add(counter, {{"model", model.name()}, {"version", model.version()}}, 0);
+}
+
+// A model's entry of Triton's statistics extension (model_stats[]).
+json stats_json(const ServedModel& m) {
+  ModelStats s = m.stats();
+  auto count = [](const ModelStats::Count& c) { return json{{"count", c.count}, {"ns", c.ns}}; };
+  return json{{"name", m.name()},
+              {"version", m.version()},
+              {"last_inference", s.last_inference_ms},
+              {"inference_count", s.inference_count},
+              {"execution_count", s.execution_count},
+              {"inference_stats",
+               {{"success", count(s.success)},
+                {"fail", count(s.fail)},
+                {"queue", count(s.queue)},
+                {"compute_infer", count(s.compute_infer)}}},
+              {"batch_stats", json::array()}};
+}
+
 }  // namespace
 
-struct Server::PipelineJob : Job {
+// A request for one served model; a batch holds jobs of one model.
+struct Server::ModelJob : Job {
+  std::shared_ptr<ServedModel> model;
+};
+
+struct Server::PipelineJob : ModelJob {
   std::unique_ptr<Request> request;
 };
 
-struct Server::InferJob : Job {
+struct Server::InferJob : ModelJob {
   TensorMap inputs, outputs;
 };
 
@@ -92,6 +133,8 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
     : pipeline_(std::move(pipeline)), options_(std::move(options)) {
   const Model& model = pipeline_->session().model();
   model_name_ = options_.model_name.empty() ? default_model_name(model.path) : options_.model_name;
+  pipeline_model_ = std::make_shared<ServedModel>(model_name_, *pipeline_);
+  models_[model_name_] = pipeline_model_;
 
   metrics_.counter("vlrt_requests_total", "HTTP requests by endpoint and status code.");
   metrics_.histogram("vlrt_request_duration_seconds",
@@ -116,6 +159,18 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
   metrics_.set("vlrt_model_load_seconds", {{"model", model_name_}}, load_seconds);
   metrics_.set("vlrt_max_batch", {}, double(options_.max_batch));
   metrics_.set("vlrt_queue_depth", {}, 0);
+  // Triton's names, so its dashboards and alerts read this server too.
+  metrics_.counter("nv_inference_request_success", "Successful inference requests, by model and version.");
+  metrics_.counter("nv_inference_request_failure", "Failed inference requests, by model and version.");
+  metrics_.counter("nv_inference_count", "Inferences performed, by model and version.");
+  metrics_.counter("nv_inference_exec_count", "Model executions (batches), by model and version.");
+  metrics_.counter("nv_inference_request_duration_us",
+                   "Cumulative duration of successful inference requests in microseconds.");
+  metrics_.counter("nv_inference_queue_duration_us",
+                   "Cumulative time requests waited in the queue in microseconds.");
+  metrics_.counter("nv_inference_compute_infer_duration_us",
+                   "Cumulative time the model ran for requests in microseconds.");
+  show_triton_series(metrics_, *pipeline_model_);
 
   BatcherOptions bo;
   bo.max_queue = options_.max_queue;
@@ -155,8 +210,11 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
         std::string msg;
         if (res.status == 404)
           msg = cat("no route for ", req.method, " ", req.path.substr(0, 200), "; endpoints: POST ",
-                    pipeline_->endpoint(), ", GET /v2/health/live, GET /v2/health/ready, GET /v2/models/",
-                    model_name_, ", POST /v2/models/", model_name_, "/infer, GET /metrics");
+                    pipeline_->endpoint(),
+                    ", GET /v2, GET /v2/health/live, GET /v2/health/ready, GET /v2/models/", model_name_,
+                    "[/config|/ready|/stats], POST /v2/models/", model_name_,
+                    "/infer, GET /v2/models/stats, POST /v2/repository/index, POST "
+                    "/v2/repository/models/NAME/{load,unload}, GET /metrics");
         else if (res.status == 413)
           msg = cat("request body larger than the limit of ", options_.max_body_bytes, " bytes");
         else if (res.status == 400)
@@ -178,10 +236,26 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
   });
   http_ = std::move(http);
 
+  add_routes();
+  add_triton_routes();
+  if (!options_.model_repository.empty()) {
+    repository_ = std::make_unique<ModelRepository>(options_.model_repository, options_.repository_session);
+    for (auto& name : repository_->names()) {
+      if (name == model_name_)
+        fail("the repository ", options_.model_repository, " has a model named '", name,
+             "', the name of the pipeline's model; pass --model-name to serve that under another");
+      try {
+        load_model(name);
+      } catch (const RequestError& e) {
+        std::fprintf(stderr, "vlrt serve: repository model '%s' not loaded: %s\n", name.c_str(), e.what());
+      }
+    }
+  }
+}
+
+void Server::add_routes() {
   route("POST", pipeline_->endpoint(), pipeline_->endpoint(),
         [this](auto& req, auto& res) { handle_pipeline(req, res); });
-  route("POST", R"(/v2/models/([^/]+)/infer)", "/v2/models/{name}/infer",
-        [this](auto& req, auto& res) { handle_infer(req, res); });
   route("GET", "/v2/health/live", "/v2/health/live", [](auto&, auto& res) {
     reply_json(res, 200, {{"live", true}});
   });
@@ -189,23 +263,156 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
     if (ready_ && !draining_) return reply_json(res, 200, {{"ready", true}});
     reply_json(res, 503, {{"ready", false}, {"error", draining_ ? "shutting down" : "warming up"}});
   });
-  route("GET", "/v2", "/v2", [](auto&, auto& res) {
-    reply_json(res, 200, {{"name", "vlrt"}, {"version", "0.1.0"}, {"extensions", json::array()}});
-  });
-  route("GET", R"(/v2/models/([^/]+))", "/v2/models/{name}", [this](auto& req, auto& res) {
-    if (req.matches[1] != model_name_)
-      refuse(404, "unknown model '", req.matches[1].str().substr(0, 200), "'; this server serves '",
-             model_name_, "'");
-    reply_json(res, 200, model_metadata(model_name_, pipeline_->session().model()));
-  });
-  route("GET", R"(/v2/models/([^/]+)/ready)", "/v2/models/{name}/ready", [this](auto& req, auto& res) {
-    if (req.matches[1] != model_name_)
-      refuse(404, "unknown model '", req.matches[1].str().substr(0, 200), "'; this server serves '",
-             model_name_, "'");
-    reply_json(res, ready_ && !draining_ ? 200 : 503,
-               {{"name", model_name_}, {"ready", ready_ && !draining_}});
+  route("GET", "/v2", "/v2", [this](auto&, auto& res) {
+    json extensions = {"binary_tensor_data", "statistics", "model_configuration"};
+    if (repository_) extensions.push_back("model_repository");
+    reply_json(res, 200, {{"name", "vlrt"}, {"version", "0.1.0"}, {"extensions", extensions}});
   });
   route("GET", "/metrics", "/metrics", [this](auto&, auto& res) { handle_metrics(res); });
+}
+
+// The per-model routes, each also under /v2/models/NAME/versions/VERSION/..., and the
+// repository's.
+void Server::add_triton_routes() {
+  const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+  route("GET", "/v2/models/stats", "/v2/models/stats", [this](auto&, auto& res) {
+    json all = json::array();
+    for (auto& m : loaded_models()) all.push_back(stats_json(*m));
+    reply_json(res, 200, {{"model_stats", all}});
+  });
+  route("POST", model + "/infer", "/v2/models/{name}/infer",
+        [this](auto& req, auto& res) { handle_infer(req, res); });
+  route("GET", model, "/v2/models/{name}", [this](auto& req, auto& res) {
+    auto m = find_model(req.matches[1], req.matches[2]);
+    json meta = model_metadata(m->name(), m->session().model());
+    meta["versions"] = {m->version()};
+    reply_json(res, 200, meta);
+  });
+  route("GET", model + "/config", "/v2/models/{name}/config", [this](auto& req, auto& res) {
+    auto m = find_model(req.matches[1], req.matches[2]);
+    reply_json(res, 200, model_config(m->name(), m->session().model()));
+  });
+  route("GET", model + "/stats", "/v2/models/{name}/stats", [this](auto& req, auto& res) {
+    reply_json(res, 200, {{"model_stats", {stats_json(*find_model(req.matches[1], req.matches[2]))}}});
+  });
+  route("GET", model + "/ready", "/v2/models/{name}/ready", [this](auto& req, auto& res) {
+    std::string name = req.matches[1];
+    {
+      std::lock_guard<std::mutex> lk(models_mu_);
+      if (unavailable_.count(name))
+        return reply_json(res, 503, {{"name", name}, {"ready", false}, {"error", unavailable_.at(name)}});
+    }
+    auto m = find_model(name, req.matches[2]);
+    bool ready = ready_ && !draining_;
+    reply_json(res, ready ? 200 : 503, {{"name", m->name()}, {"ready", ready}});
+  });
+  auto need_repository = [this] {
+    if (!repository_)
+      refuse(400, "this server has no model repository; start it with --model-repository DIR");
+  };
+  route("POST", "/v2/repository/index", "/v2/repository/index", [this, need_repository](auto&, auto& res) {
+    need_repository();
+    reply_json(res, 200, repository_index());
+  });
+  route("POST", "/v2/repository/models/([^/]+)/load", "/v2/repository/models/{name}",
+        [this, need_repository](auto& req, auto& res) {
+          need_repository();
+          load_model(req.matches[1]);
+          reply_json(res, 200, json::object());
+        });
+  route("POST", "/v2/repository/models/([^/]+)/unload", "/v2/repository/models/{name}",
+        [this, need_repository](auto& req, auto& res) {
+          need_repository();
+          unload_model(req.matches[1]);
+          reply_json(res, 200, json::object());
+        });
+}
+
+std::shared_ptr<ServedModel> Server::find_model(const std::string& name, const std::string& version) const {
+  std::lock_guard<std::mutex> lk(models_mu_);
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    auto why = unavailable_.find(name);
+    if (why != unavailable_.end())
+      refuse(400, "model '", name, "' is not loaded (", why->second, "); POST /v2/repository/models/", name,
+             "/load");
+    std::string names;
+    for (auto& [n, m] : models_) names += (names.empty() ? "'" : ", '") + n + "'";
+    refuse(404, "unknown model '", name.substr(0, 200), "'; this server serves ", names);
+  }
+  if (!version.empty() && version != it->second->version())
+    refuse(404, "model '", name, "' has no version '", version.substr(0, 40), "'; it has version ",
+           it->second->version());
+  return it->second;
+}
+
+std::vector<std::shared_ptr<ServedModel>> Server::loaded_models() const {
+  std::lock_guard<std::mutex> lk(models_mu_);
+  std::vector<std::shared_ptr<ServedModel>> all;
+  for (auto& [name, m] : models_) all.push_back(m);
+  return all;
+}
+
+void Server::load_model(const std::string& name) {
+  std::lock_guard<std::mutex> load_lk(load_mu_);
+  if (name == model_name_) return;  // the pipeline's model is always loaded
+  std::shared_ptr<ServedModel> m;
+  try {
+    m = repository_->load(name);
+  } catch (const RequestError& e) {
+    std::lock_guard<std::mutex> lk(models_mu_);
+    if (e.status() != 404) unavailable_[name] = cat("failed to load: ", e.what());
+    throw;
+  }
+  show_triton_series(metrics_, *m);
+  std::lock_guard<std::mutex> lk(models_mu_);
+  models_[name] = std::move(m);  // a reload replaces the model; requests running on the old one finish
+  unavailable_.erase(name);
+}
+
+void Server::unload_model(const std::string& name) {
+  std::lock_guard<std::mutex> load_lk(load_mu_);
+  if (name == model_name_)
+    refuse(400, "model '", name,
+           "' is the pipeline's model, served for the whole life of the server; only "
+           "repository models can be unloaded");
+  std::lock_guard<std::mutex> lk(models_mu_);
+  auto names = repository_->names();
+  if (!models_.count(name) && std::find(names.begin(), names.end(), name) == names.end())
+    refuse(404, "no model '", name.substr(0, 200), "' in the repository ", repository_->dir());
+  models_.erase(name);  // requests holding it finish on it
+  unavailable_[name] = "unloaded";
+}
+
+std::vector<std::pair<std::string, std::string>> Server::repository_models() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!repository_) return out;
+  std::lock_guard<std::mutex> lk(models_mu_);
+  for (auto& name : repository_->names()) {
+    auto m = models_.find(name);
+    auto why = unavailable_.find(name);
+    out.emplace_back(name, m != models_.end()          ? m->second->path()
+                           : why != unavailable_.end() ? why->second
+                                                       : "not loaded");
+  }
+  return out;
+}
+
+json Server::repository_index() const {
+  json index = json::array();
+  std::lock_guard<std::mutex> lk(models_mu_);
+  for (auto& name : repository_->names()) {
+    auto loaded = models_.find(name);
+    if (loaded != models_.end()) {
+      index.push_back({{"name", name}, {"version", loaded->second->version()}, {"state", "READY"}});
+      continue;
+    }
+    auto why = unavailable_.find(name);
+    index.push_back({{"name", name},
+                     {"state", "UNAVAILABLE"},
+                     {"reason", why == unavailable_.end() ? "not loaded" : why->second}});
+  }
+  return index;
 }
 
 Server::~Server() { shutdown(); }
@@ -309,16 +516,22 @@ void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res
   body.content_type = content_type;
   body.body = req.body;
   auto job = std::make_shared<PipelineJob>();
-  job->request = pipeline_->parse(body);
-  // Decode, resize, normalize and tokenize here, on the HTTP thread: the worker only runs the model.
-  pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
-  job->key = job->request->batch_key;
-
-  run_job(job);
-  // Postprocessing (for grounding a sigmoid per query and token) also runs here, in parallel
-  // with the worker's next batch.
-  pipeline_->postprocess(*job->request);
+  job->model = pipeline_model_;
+  try {
+    job->request = pipeline_->parse(body);
+    // Decode, resize, normalize and tokenize here, on the HTTP thread: the worker only runs the model.
+    pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
+    job->key = job->request->batch_key;
+    run_job(job);
+    // Postprocessing (for grounding a sigmoid per query and token) also runs here, in parallel
+    // with the worker's next batch.
+    pipeline_->postprocess(*job->request);
+  } catch (...) {
+    count_failure(*pipeline_model_, t0);
+    throw;
+  }
   completed_++;
+  count_success(*pipeline_model_, *job, t0);
   json reply = pipeline_->response(*job->request);
   reply["timing"] = {{"queue_ms", ms_between(job->enqueued, job->started)},
                      {"inference_ms", ms_between(job->started, job->finished)},
@@ -328,25 +541,134 @@ void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res
 }
 
 void Server::handle_infer(const httplib::Request& req, httplib::Response& res) {
-  if (req.matches[1] != model_name_)
-    refuse(404, "unknown model '", req.matches[1].str().substr(0, 200), "'; this server serves '",
-           model_name_, "'");
-  if (draining_) refuse(503, "the server is shutting down");
-  Session& session = pipeline_->session();
-  InferRequest r = parse_infer_request(req.body, session.model());
+  Clock::time_point t0 = Clock::now();
+  auto model = find_model(req.matches[1], req.matches[2]);
+  std::shared_ptr<ModelJob> job;
+  InferRequest request;
+  InferOutputs outputs;
   try {
-    session.check_inputs(r.inputs);  // reads only the model's declaration: safe off the worker
+    if (draining_) refuse(503, "the server is shutting down");
+    size_t json_length = std::string::npos;
+    if (req.has_header("Inference-Header-Content-Length")) {
+      std::string v = req.get_header_value("Inference-Header-Content-Length");
+      char* end = nullptr;
+      errno = 0;
+      unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || v[0] == '-' || errno != 0 || *end != '\0')
+        refuse(400, "Inference-Header-Content-Length is '", v.substr(0, 40),
+               "'; expected the JSON header's size in bytes");
+      json_length = size_t(n);
+    }
+    request = parse_infer_request(req.body, json_length);
+    job = request.bytes_inputs.empty() ? infer_tensors(model, request, outputs)
+                                       : infer_pipeline(model, request, outputs);
+  } catch (...) {
+    count_failure(*model, t0);
+    throw;
+  }
+  completed_++;
+  count_success(*model, *job, t0);
+  InferReply reply = infer_response(model->name(), request, outputs);
+  res.status = 200;
+  if (reply.json_length == std::string::npos) {
+    res.set_content(std::move(reply.body), "application/json");
+  } else {
+    res.set_header("Inference-Header-Content-Length", std::to_string(reply.json_length));
+    res.set_content(std::move(reply.body), "application/octet-stream");
+  }
+}
+
+std::shared_ptr<Server::ModelJob> Server::infer_tensors(const std::shared_ptr<ServedModel>& model,
+                                                        InferRequest& request, InferOutputs& outputs) {
+  Session& session = model->session();
+  for (auto& d : session.model().graph.outputs) outputs.names.push_back(d.name);
+  check_output_names(request, outputs.names);
+  try {
+    session.check_inputs(request.inputs);  // reads only the model's declaration: safe off the worker
   } catch (const Error& e) {
     refuse(400, e.what());
   }
   auto job = std::make_shared<InferJob>();
-  job->inputs = std::move(r.inputs);
+  job->model = model;
+  job->inputs = std::move(request.inputs);
   run_job(job);
-  completed_++;
-  std::vector<std::string> names = r.outputs;
-  if (names.empty())
-    for (auto& d : session.model().graph.outputs) names.push_back(d.name);
-  reply_json(res, 200, infer_response(model_name_, r.id, job->outputs, names));
+  outputs.tensors = std::move(job->outputs);
+  return job;
+}
+
+// BYTES inputs go through the pipeline as its form fields of the same names (grounding: image,
+// the encoded file, and prompt); numbers and strings among the request's parameters join them
+// (box_threshold). The answer is the detections as tensors.
+std::shared_ptr<Server::ModelJob> Server::infer_pipeline(const std::shared_ptr<ServedModel>& model,
+                                                         InferRequest& request, InferOutputs& outputs) {
+  if (!model->pipeline())
+    refuse(400, "model '", model->name(), "' takes tensors; BYTES inputs ('",
+           request.bytes_inputs.begin()->first, "') are for the pipeline's model '", model_name_, "'");
+  if (!request.inputs.empty())
+    refuse(400, "input '", request.inputs.begin()->first,
+           "' is numeric, but a request with BYTES inputs goes through the ", pipeline_->name(),
+           " pipeline, whose inputs are all BYTES (grounding: image, prompt)");
+  outputs.names = {"boxes", "scores", "labels"};
+  check_output_names(request, outputs.names);
+  static const std::set<std::string> reserved = {"binary_data_output", "sequence_id", "sequence_start",
+                                                 "sequence_end",       "priority",    "timeout"};
+  std::vector<std::string> texts;  // parameters as text, viewed by the body's parts
+  texts.reserve(request.parameters.size());
+  RequestBody body;
+  body.multipart = true;
+  for (auto& [name, tensor] : request.bytes_inputs) {
+    if (tensor.elements.size() != 1)
+      refuse(400, "input '", name, "' has ", tensor.elements.size(), " elements (shape ",
+             shape_str(tensor.shape), "); the pipeline takes one per request (shape [1])");
+    body.parts.emplace_back(name, tensor.elements[0]);
+  }
+  for (auto& [key, v] : request.parameters.items()) {
+    if (reserved.count(key) || !(v.is_number() || v.is_string())) continue;
+    texts.push_back(v.is_string() ? v.get<std::string>() : v.dump());
+    body.parts.emplace_back(key, texts.back());
+  }
+  auto job = std::make_shared<PipelineJob>();
+  job->model = model;
+  job->request = pipeline_->parse(body);
+  pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
+  job->key = job->request->batch_key;
+  run_job(job);
+  pipeline_->postprocess(*job->request);
+  Record record = pipeline_->record(*job->request);
+  int64_t n = int64_t(record.detections.size());
+  Tensor boxes(DType::f32, {n, 4}), scores(DType::f32, {n});
+  BytesTensor labels{{n}, {}};
+  for (int64_t i = 0; i < n; i++) {
+    const vision::Detection& d = record.detections[size_t(i)];
+    float* b = boxes.data<float>() + 4 * i;
+    b[0] = d.x1, b[1] = d.y1, b[2] = d.x2, b[3] = d.y2;
+    scores.data<float>()[i] = d.score;
+    labels.elements.push_back(d.label);
+  }
+  outputs.tensors = {{"boxes", boxes}, {"scores", scores}};
+  outputs.bytes = {{"labels", labels}};
+  return job;
+}
+
+void Server::count_success(ServedModel& model, const Job& job, Clock::time_point t0) {
+  auto ns = [](Clock::duration d) {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  };
+  uint64_t total = ns(Clock::now() - t0), queue = ns(job.started - job.enqueued),
+           compute = ns(job.finished - job.started);
+  model.add_success(total, queue, compute);
+  Labels labels = {{"model", model.name()}, {"version", model.version()}};
+  metrics_.add("nv_inference_request_success", labels);
+  metrics_.add("nv_inference_count", labels);
+  metrics_.add("nv_inference_request_duration_us", labels, double(total) / 1000);
+  metrics_.add("nv_inference_queue_duration_us", labels, double(queue) / 1000);
+  metrics_.add("nv_inference_compute_infer_duration_us", labels, double(compute) / 1000);
+}
+
+void Server::count_failure(ServedModel& model, Clock::time_point t0) {
+  model.add_failure(
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+  metrics_.add("nv_inference_request_failure", {{"model", model.name()}, {"version", model.version()}});
 }
 
 void Server::handle_metrics(httplib::Response& res) {
@@ -371,11 +693,12 @@ int64_t Server::batch_limit(const Job& job) {
 
 void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
   Clock::time_point start = Clock::now();
+  ServedModel& model = *static_cast<ModelJob&>(*batch[0]).model;
   if (dynamic_cast<PipelineJob*>(batch[0].get())) {
     run_pipeline_batch(batch);
   } else {
     auto& job = static_cast<InferJob&>(*batch[0]);
-    Session& session = pipeline_->session();
+    Session& session = model.session();
     auto sig = signature_of(job.inputs);
     try {
       session.plan(sig);
@@ -386,7 +709,7 @@ void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
     if (job.status == 200) {
       try {
         job.outputs = session.run(job.inputs);
-        record_memory(sig);
+        if (&model == pipeline_model_.get()) record_memory(sig);  // the gauges are the pipeline model's
       } catch (const Error& e) {
         job.status = 500;
         job.error = cat("inference failed: ", e.what());
@@ -399,6 +722,8 @@ void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   metrics_.observe("vlrt_inference_duration_seconds", {}, seconds);
   metrics_.observe("vlrt_batch_size", {}, double(batch.size()));
+  model.add_execution();
+  metrics_.add("nv_inference_exec_count", {{"model", model.name()}, {"version", model.version()}});
   for (auto& j : batch)
     metrics_.observe("vlrt_queue_duration_seconds", {},
                      std::chrono::duration<double>(j->started - j->enqueued).count());
@@ -427,8 +752,9 @@ void Server::record_memory(const Signature& signature) {
   for (auto& dp : plan.devices) {
     Labels dev = {{"device", dp.device.str()}};
     metrics_.set("vlrt_memory_planned_bytes", dev, double(dp.total_bytes()));
-    metrics_.set("vlrt_memory_in_use_bytes", dev,
-                 double(dp.weight_bytes + dp.prepared_bytes + session.executor().arena_high_water(dp.device)));
+    metrics_.set(
+        "vlrt_memory_in_use_bytes", dev,
+        double(dp.weight_bytes + dp.prepared_bytes + session.executor().arena_high_water(dp.device)));
     size_t budget = dp.cap ? dp.cap : session.executor().backend(dp.device).memory_capacity();
     metrics_.set("vlrt_memory_budget_bytes", dev, double(budget));
   }

@@ -1,18 +1,23 @@
 // `vlrt serve`: a pipeline behind HTTP. POST to its endpoint (/v1/detect for grounding),
-// the KServe v2 protocol on its model (health, model metadata, raw-tensor infer), GET
-// /metrics. Requests are parsed and preprocessed on the HTTP threads; the model runs on the
-// batcher's one worker.
+// the KServe v2 / Triton protocol on its model and on the models of a model repository
+// (health, metadata, config, tensor infer with the binary data extension, BYTES inputs
+// through the pipeline, statistics, repository index/load/unload), GET /metrics with vlrt's
+// and Triton's metric names. Requests are parsed and preprocessed on the HTTP threads; every
+// model runs on the batcher's one worker.
 #pragma once
 
 #include <atomic>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "pipelines/pipeline.h"
 #include "serve/batcher.h"
 #include "serve/metrics.h"
+#include "serve/model_repository.h"
+#include "serve/request.h"
 
 namespace httplib {
 class Server;
@@ -33,8 +38,10 @@ struct ServeOptions {
   size_t max_body_bytes = 32 << 20;
   size_t max_prompt_bytes = 2048;
   int64_t max_image_pixels = 64'000'000;
-  int http_threads = 0;  // 0: max_queue + 64
-  bool warm_up = true;   // one run at start, so the plan and the gauges exist before traffic
+  int http_threads = 0;          // 0: max_queue + 64
+  bool warm_up = true;           // one run at start, so the plan and the gauges exist before traffic
+  std::string model_repository;  // "": none; else a Triton-layout folder whose models are all loaded at start
+  SessionOptions repository_session;  // the sessions of the repository's models
 };
 
 // Counts for the exit line and the shutdown test.
@@ -64,18 +71,37 @@ class Server {
   void shutdown();
 
   const std::string& model_name() const { return model_name_; }
+  // The repository's models, each with its file when loaded or why it is not.
+  std::vector<std::pair<std::string, std::string>> repository_models() const;
   Metrics& metrics() { return metrics_; }
   ServeStats stats() const;
 
  private:
+  struct ModelJob;
   struct PipelineJob;
   struct InferJob;
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
+  void add_routes();
+  void add_triton_routes();
   void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
   void handle_pipeline(const httplib::Request& req, httplib::Response& res);
   void handle_infer(const httplib::Request& req, httplib::Response& res);
+  // The model's tensors in, tensors out; or through the pipeline when the inputs are BYTES.
+  std::shared_ptr<ModelJob> infer_tensors(const std::shared_ptr<ServedModel>& model, InferRequest& request,
+                                          InferOutputs& outputs);
+  std::shared_ptr<ModelJob> infer_pipeline(const std::shared_ptr<ServedModel>& model, InferRequest& request,
+                                           InferOutputs& outputs);
   void handle_metrics(httplib::Response& res);
+  // The loaded model NAME (version "" or its version); HttpError 404 otherwise.
+  std::shared_ptr<ServedModel> find_model(const std::string& name, const std::string& version = "") const;
+  std::vector<std::shared_ptr<ServedModel>> loaded_models() const;
+  void load_model(const std::string& name);
+  void unload_model(const std::string& name);
+  nlohmann::json repository_index() const;
+  // Triton's statistics and nv_inference_* metrics of a request the model answered or failed.
+  void count_success(ServedModel& model, const Job& job, Clock::time_point t0);
+  void count_failure(ServedModel& model, Clock::time_point t0);
   // Queues a job and waits for it; throws HttpError 503 / 504.
   void run_job(const std::shared_ptr<Job>& job);
   int64_t batch_limit(const Job& job);
@@ -87,6 +113,12 @@ class Server {
   std::unique_ptr<Pipeline> pipeline_;
   ServeOptions options_;
   std::string model_name_;
+  std::shared_ptr<ServedModel> pipeline_model_;
+  std::unique_ptr<ModelRepository> repository_;
+  mutable std::mutex models_mu_;
+  std::map<std::string, std::shared_ptr<ServedModel>> models_;  // loaded, by name
+  std::map<std::string, std::string> unavailable_;              // repository models not loaded: why
+  std::mutex load_mu_;                                          // one load or unload at a time
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Batcher> batcher_;

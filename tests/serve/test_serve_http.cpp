@@ -290,7 +290,7 @@ TEST_F(ServeHttp, InferRunsTheRawModel) {
 
   // The same inputs through the session directly.
   auto detector = test::demo_detector();
-  TensorMap inputs = serve::parse_infer_request(req.dump(), detector->session().model()).inputs;
+  TensorMap inputs = serve::parse_infer_request(req.dump()).inputs;
   Tensor expected = detector->session().run(inputs).at("boxes");
   const json& boxes = j["outputs"][1];
   ASSERT_EQ(boxes["data"].size(), size_t(expected.numel()));

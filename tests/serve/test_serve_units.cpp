@@ -54,21 +54,20 @@ TEST(ServeRequest, KServeDatatypes) {
 }
 
 TEST(ServeRequest, InferRequestParsesAndRefuses) {
-  Model model;
-  model.graph.outputs.push_back({"y", DType::f32, false, {}});
   InferRequest r = parse_infer_request(
       R"({"id":"7","inputs":[{"name":"x","shape":[2,2],"datatype":"INT64","data":[[1,2],[3,4]]},
-          {"name":"m","shape":[3],"datatype":"BOOL","data":[true,false,1]}],"outputs":[{"name":"y"}]})",
-      model);
+          {"name":"m","shape":[3],"datatype":"BOOL","data":[true,false,1]}],"outputs":[{"name":"y"}]})");
   EXPECT_EQ(r.id, "7");
   ASSERT_EQ(r.inputs.size(), 2u);
   EXPECT_EQ(r.inputs.at("x").to_int64_vector(), (std::vector<int64_t>{1, 2, 3, 4}));
   EXPECT_EQ(r.inputs.at("m").data<bool>()[2], true);
-  EXPECT_EQ(r.outputs, std::vector<std::string>{"y"});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].name, "y");
+  EXPECT_FALSE(r.outputs[0].binary);
 
   auto error = [&](const std::string& body) {
     try {
-      parse_infer_request(body, model);
+      check_output_names(parse_infer_request(body), {"y"});
     } catch (const HttpError& e) {
       EXPECT_EQ(e.status(), 400) << body;
       return std::string(e.what());
@@ -124,7 +123,11 @@ std::shared_ptr<TestJob> job(const std::string& key, int id) {
 TEST(ServeRequest, InferResponseWritesNonFiniteValuesAsNull) {
   float inf = std::numeric_limits<float>::infinity();
   TensorMap outputs = {{"logits", Tensor::from_vector<float>({1.5f, -inf, std::nanf(""), inf}, {1, 4})}};
-  auto j = infer_response("m", "r7", outputs, {"logits"});
+  InferRequest request;
+  request.id = "r7";
+  InferReply reply = infer_response("m", request, {outputs, {}, {"logits"}});
+  EXPECT_EQ(reply.json_length, std::string::npos);
+  auto j = nlohmann::json::parse(reply.body);
   EXPECT_EQ(j["id"], "r7");
   const auto& data = j["outputs"][0]["data"];
   ASSERT_EQ(data.size(), 4u);
