@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   vlrt::add_serve_command(app);
   vlrt::add_loadtest_command(app);
   vlrt::add_check_command(app);
+  vlrt::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

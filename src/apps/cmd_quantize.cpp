@@ -1,0 +1,90 @@
+// vlrt quantize MODEL --out OUT.onnx: int8 (dynamic) or half-precision weights, written as
+// standard ONNX that any runtime runs, with its manifest beside it.
+#include <filesystem>
+#include <iostream>
+
+#include "apps/commands.h"
+#include "integrity/load_model.h"
+#include "integrity/manifest.h"
+#include "load/onnx_writer.h"
+#include "quantize/dynamic_int8.h"
+#include "quantize/half.h"
+
+namespace vlrt {
+
+namespace {
+
+struct QuantizeArgs {
+  std::string model;
+  std::string out;
+  std::string int8;
+  bool fp16 = false;
+  bool bf16 = false;
+  bool all = false;
+  std::vector<std::string> exclude;
+  int64_t min_elements = -1;
+};
+
+QuantizeReport rewrite(Model& m, const QuantizeArgs& a) {
+  if (!a.int8.empty()) {
+    if (a.int8 != "dynamic") fail("--int8 '", a.int8, "': only 'dynamic' is supported");
+    if (a.all) fail("--all goes with --fp16 or --bf16, not --int8");
+    Int8Options o;
+    o.exclude = a.exclude;
+    if (a.min_elements >= 0) o.min_weight_elements = a.min_elements;
+    return quantize_dynamic_int8(m, o);
+  }
+  HalfOptions o;
+  o.dtype = a.fp16 ? DType::f16 : DType::bf16;
+  o.all = a.all;
+  o.exclude = a.exclude;
+  if (a.min_elements >= 0) o.min_elements = a.min_elements;
+  return convert_weights_to_half(m, o);
+}
+
+void quantize(const QuantizeArgs& a) {
+  if (int(!a.int8.empty()) + int(a.fp16) + int(a.bf16) != 1) fail("give one of --int8 dynamic, --fp16, --bf16");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::equivalent(a.model, a.out, ec)) fail("--out '", a.out, "' is the model itself: write to another file");
+  Model m = load_model(a.model);
+  QuantizeReport r = rewrite(m, a);
+  if (r.rewritten.empty()) std::cout << "nothing to rewrite: no node qualifies (see --help for which do)\n";
+  else std::cout << "nodes rewritten, by op:\n";
+  for (auto& [op, count] : r.rewritten) std::cout << "  " << op << ": " << count << "\n";
+  std::cout << "weights: " << human_bytes(double(r.weight_bytes_before)) << " -> "
+            << human_bytes(double(r.weight_bytes_after)) << "\n";
+  write_onnx(m, a.out);
+  write_manifest(a.out);
+  auto in_size = fs::file_size(a.model), out_size = fs::file_size(a.out);
+  std::cout << "wrote " << a.out << ": " << human_bytes(double(out_size)) << " (" << human_bytes(double(in_size))
+            << " before, " << (100 * out_size + in_size / 2) / in_size << "%) and " << manifest_path(a.out) << "\n";
+}
+
+}  // namespace
+
+void add_quantize_command(CLI::App& app) {
+  static QuantizeArgs a;
+  auto* cmd = app.add_subcommand(
+      "quantize",
+      "Write a smaller copy of a model as standard ONNX.\n"
+      "  --int8 dynamic: MatMul, Gemm and Conv with constant float32 weights of 256 elements or more\n"
+      "    become DynamicQuantizeLinear + MatMulInteger/ConvInteger (uint8 activations, int8 symmetric\n"
+      "    weights per output channel), as onnxruntime's quantize_dynamic writes them.\n"
+      "  --fp16 / --bf16: float32 weights of 16 elements or more are stored in half precision and cast\n"
+      "    back to float32 where they are read (compute stays float32); the weights of normalizations,\n"
+      "    Softmax, reductions and of nodes making graph outputs stay float32 unless --all.\n"
+      "  Refuses a model that is already quantized. Writes OUT.manifest.json beside OUT.");
+  cmd->add_option("model", a.model, "ONNX model file (float32)")->required();
+  cmd->add_option("--out", a.out, "where to write the rewritten model")->required();
+  cmd->add_option("--int8", a.int8, "integer quantization mode: dynamic");
+  cmd->add_flag("--fp16", a.fp16, "store weights as float16");
+  cmd->add_flag("--bf16", a.bf16, "store weights as bfloat16");
+  cmd->add_flag("--all", a.all, "with --fp16/--bf16: also the weights of numerically fragile nodes");
+  cmd->add_option("--exclude", a.exclude, "a node name or an op type to leave as it is (repeatable)");
+  cmd->add_option("--min-elements", a.min_elements,
+                  "smallest weight rewritten, in elements (default 256 for --int8, 16 for half)");
+  cmd->callback([] { quantize(a); });
+}
+
+}  // namespace vlrt
