@@ -82,8 +82,9 @@ def sam_onnx_model(sam):
     return model
 
 
-def export_decoder(onnx_model, path, embedding_dim=256, embedding_size=64):
-    """As segment-anything's scripts/export_onnx_model.py does it: opset 17, the point count dynamic."""
+def export_decoder(onnx_model, path, embedding_dim=256, embedding_size=64, batch_prompts=False):
+    """As segment-anything's scripts/export_onnx_model.py does it: opset 17, the point count dynamic
+    (with batch_prompts, the prompt batch too: B prompts of N points on one image's embedding)."""
     e = embedding_size
     dummy = {"image_embeddings": torch.randn(1, embedding_dim, e, e, dtype=torch.float),
              "point_coords": torch.randint(low=0, high=16 * e, size=(1, 5, 2), dtype=torch.float),
@@ -92,6 +93,10 @@ def export_decoder(onnx_model, path, embedding_dim=256, embedding_size=64):
              "has_mask_input": torch.tensor([1], dtype=torch.float),
              "orig_im_size": torch.tensor([1500, 2250], dtype=torch.float)}
     dynamic = {"point_coords": {1: "num_points"}, "point_labels": {1: "num_points"}}
+    if batch_prompts:
+        dummy["point_coords"], dummy["point_labels"] = dummy["point_coords"].repeat(2, 1, 1), dummy["point_labels"].repeat(2, 1)
+        for v in dynamic.values():
+            v[0] = "num_prompts"
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         torch.onnx.export(onnx_model, tuple(dummy.values()), path, export_params=True, verbose=False,

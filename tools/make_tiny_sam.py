@@ -7,7 +7,8 @@
   tiny/            a random SAM-contract model folder (encoder.onnx, decoder.onnx, sam.json) of a
                    tiny SAM (ViT with 16 channels and one block, 128x128 input, 8x8 embeddings) and
                    expected.json: SamPredictor's IoU predictions, chosen mask and its area for a
-                   box prompt and a point prompt on tiny.png
+                   box prompt and a point prompt on tiny.png; decoder_batched.onnx is the
+                   decoder with a dynamic prompt batch axis (B of point_coords and point_labels)
 
     /usr/bin/python3 -m pip install --user --break-system-packages segment-anything
     /usr/bin/python3 tools/make_tiny_sam.py
@@ -96,6 +97,8 @@ def main():
                       input_names=["pixels"], output_names=["image_embeddings"])
     export_decoder(onnx_model, os.path.join(OUT, "tiny", "decoder.onnx"), embedding_dim=16,
                    embedding_size=TINY_SIZE // 16)
+    export_decoder(onnx_model, os.path.join(OUT, "tiny", "decoder_batched.onnx"), embedding_dim=16,
+                   embedding_size=TINY_SIZE // 16, batch_prompts=True)
     for f in sorted(os.listdir(os.path.join(OUT, "tiny"))):
         print(f, os.path.getsize(os.path.join(OUT, "tiny", f)))
 

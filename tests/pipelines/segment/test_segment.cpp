@@ -3,6 +3,7 @@
 // error messages.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -174,6 +175,33 @@ TEST(SamSegmenter, TinyModelMatchesSegmentAnything) {
     for (size_t m = 0; m < 4; m++) EXPECT_NEAR(got[i].iou_predictions[m], w["iou_predictions"][m].get<float>(), 1e-4);
     EXPECT_EQ(vision::mask_area(got[i].mask), w["area"].get<int64_t>()) << names[i];
     EXPECT_EQ(got[i].mask.width, img.width);
+  }
+}
+
+// A decoder with a dynamic prompt batch runs prompts of one point count together; each mask is
+// the one the batch-1 decoder gives for that prompt alone.
+TEST(SamSegmenter, BatchedPromptsGiveTheMasksOfSingleRuns) {
+  std::string dir = test::temp_dir("sam_batched");
+  write_file_atomically(dir + "/sam.json", nlohmann::json({{"encoder", fixture("tiny/encoder.onnx")},
+                                                           {"decoder", fixture("tiny/decoder_batched.onnx")},
+                                                           {"image_size", 128}})
+                                               .dump());
+  Segmenter batched(dir, {}), single(fixture("tiny"), {});
+  vision::Image img = vision::load_image(fixture("tiny.png"));
+  std::vector<Prompt> prompts = {{Box{2, 1, 15, 11}, {}},
+                                 {std::nullopt, {{6, 5, kForeground}}},
+                                 {Box{0, 0, 23, 13}, {}},
+                                 {Box{5, 4, 9, 12}, {}}};
+  auto got = batched.segment(batched.embed(img), prompts);
+  auto want = single.segment(single.embed(img), prompts);
+  ASSERT_EQ(got.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); i++) {
+    EXPECT_EQ(got[i].prompt.describe(), prompts[i].describe());
+    EXPECT_EQ(got[i].mask_index, want[i].mask_index) << i;
+    for (size_t m = 0; m < 4; m++) EXPECT_NEAR(got[i].iou_predictions[m], want[i].iou_predictions[m], 1e-5) << i;
+    float err = 0;
+    for (size_t p = 0; p < got[i].logits.size(); p++) err = std::max(err, std::abs(got[i].logits[p] - want[i].logits[p]));
+    EXPECT_LT(err, 1e-4f) << i;
   }
 }
 
