@@ -4,7 +4,8 @@
   1. `vlrt run encoder.onnx` on PyTorch's preprocessed pixels.npy: image_embeddings against
      expected_image_embeddings.npy;
   2. `vlrt run decoder.onnx` on PyTorch's embeddings and each saved prompt: masks (logits),
-     iou_predictions and low_res_masks against expected_<prompt>_*.npy;
+     iou_predictions and low_res_masks against expected_<prompt>_*.npy; and the box prompt at
+     another orig_im_size (the decoder's crop and upscaling follow the image size);
   3. `vlrt segment test.png` with the same prompts in image pixels (vlrt's own preprocessing,
      encoder, prompt conversion and decoder): the chosen mask's logits (--logits) against
      PyTorch's mask of the same index, every IoU prediction, the chosen mask's area (a pixel may
@@ -104,6 +105,20 @@ def main():
         print(f"vlrt segment {name} ({' '.join(prompt)}): mask {idx}, logits max abs error {logit_err:.2e}, "
               f"iou {got['iou_prediction']:.4f} (max error {iou_err:.2e}), area {got['area']} (PyTorch "
               f"{want_area}, {int(flipped.sum())} pixels on the other side of 0); encoder {m.group(1)} ms, decoder {m.group(2)} ms -> {'ok' if good else 'FAIL'}")
+
+    if os.path.exists(d("other_orig_im_size.npy")):
+        inputs = {"image_embeddings": d("expected_image_embeddings.npy"), "point_coords": d("box_point_coords.npy"),
+                  "point_labels": d("box_point_labels.npy"), "mask_input": d("mask_input.npy"),
+                  "has_mask_input": d("has_mask_input.npy"), "orig_im_size": d("other_orig_im_size.npy")}
+        run([a.vlrt, "run", d("decoder.onnx"), "-o", tmp] + sum((["-i", f"{k}={v}"] for k, v in inputs.items()), [])
+            + threads)
+        errs = {k: max_err(np.load(os.path.join(tmp, k + ".npy")), np.load(d(f"expected_box_other_size_{k}.npy")))
+                for k in ["masks", "iou_predictions"]}
+        good = errs["masks"] <= LOGIT_TOL and errs["iou_predictions"] <= IOU_TOL
+        ok &= good
+        report["decoder"]["box_other_size"] = {**errs, "ok": good}
+        print(f"decoder box at orig_im_size {np.load(d('other_orig_im_size.npy')).astype(int).tolist()} (vlrt run): "
+              f"masks {errs['masks']:.2e}, iou_predictions {errs['iou_predictions']:.2e} -> {'ok' if good else 'FAIL'}")
 
     report["pytorch_encoder_s"] = ref.get("pytorch_encoder_s")
     report["ok"] = bool(ok)

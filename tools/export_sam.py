@@ -19,7 +19,8 @@ Without --checkpoint the weights are random (torch.manual_seed(--seed)); with --
 References, from PyTorch on test.png (a generated scene): pixels.npy (SamPredictor's preprocessed
 input), expected_image_embeddings.npy; for each prompt P in box, points: P_point_coords.npy,
 P_point_labels.npy, mask_input.npy, has_mask_input.npy, orig_im_size.npy and expected_P_masks.npy,
-expected_P_iou_predictions.npy, expected_P_low_res_masks.npy; reference.json (the prompts in image
+expected_P_iou_predictions.npy, expected_P_low_res_masks.npy; the box prompt's outputs for another
+image size (other_orig_im_size.npy, expected_box_other_size_*.npy); reference.json (the prompts in image
 pixels, timings, versions). Written to OUT (default models/sam/; generated, never committed,
 about 370 MB).
 
@@ -194,6 +195,18 @@ def main():
                                       "logit_range": [float(masks.min()), float(masks.max())]})
         print(f"{name}: iou {np.round(iou[0].numpy(), 4).tolist()}, mask 0 area {area}, logits "
               f"[{masks.min():.1f}, {masks.max():.1f}], wrapper vs SamPredictor {d_pred:.1e}")
+
+    # The box prompt's decoder inputs at another image size (h 500, w 700: 731x1024 before padding,
+    # where the export's dummy size gives 683x1024): the crop and the upscaling must follow orig_im_size.
+    other = np.array([500, 700], np.float32)
+    np.save(os.path.join(a.out, "other_orig_im_size.npy"), other)
+    with torch.no_grad():
+        outs = onnx_model(embeddings, *(torch.from_numpy(np.load(os.path.join(a.out, f))) for f in (
+            "box_point_coords.npy", "box_point_labels.npy", "mask_input.npy", "has_mask_input.npy")),
+            torch.from_numpy(other))
+    for k, v in zip(DECODER_OUTPUTS, outs):
+        np.save(os.path.join(a.out, f"expected_box_other_size_{k}.npy"), v.numpy())
+    info["other_size"] = {"orig_im_size": other.tolist(), "masks_shape": list(outs[0].shape)}
 
     if not a.no_export:
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)

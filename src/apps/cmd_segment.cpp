@@ -37,8 +37,12 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 void write_json(const SegmentArgs& a, const vision::Image& img, const std::vector<segment::Segment>& segments,
                 double encoder_ms, double decoder_ms) {
-  nlohmann::json j = {{"image", a.image},       {"width", img.width},           {"height", img.height},
-                      {"encoder_ms", encoder_ms}, {"decoder_ms", decoder_ms}, {"rle", segment::kRleFormat},
+  nlohmann::json j = {{"image", a.image},
+                      {"width", img.width},
+                      {"height", img.height},
+                      {"encoder_ms", encoder_ms},
+                      {"decoder_ms", decoder_ms},
+                      {"rle", segment::kRleFormat},
                       {"masks", segment::masks_json(segments)}};
   write_file_atomically(a.json_out, j.dump() + "\n");
   std::printf("wrote %s\n", a.json_out.c_str());
@@ -54,10 +58,12 @@ void draw(const SegmentArgs& a, const vision::Image& img, const std::vector<segm
     labels.push_back(cat("prompt ", i + 1));
     vision::MaskBox mb = vision::mask_box(s.mask);
     vision::Detection d{labels.back(), int(i), s.iou, float(mb.x1), float(mb.y1), float(mb.x2), float(mb.y2)};
-    if (s.prompt.box) d.x1 = s.prompt.box->x1, d.y1 = s.prompt.box->y1, d.x2 = s.prompt.box->x2, d.y2 = s.prompt.box->y2;
+    if (s.prompt.box)
+      d.x1 = s.prompt.box->x1, d.y1 = s.prompt.box->y1, d.x2 = s.prompt.box->x2, d.y2 = s.prompt.box->y2;
     boxes.push_back(d);
   }
-  write_file_atomically(a.draw_out, vision::encode_png(vision::draw_detections(vision::draw_masks(img, masks, labels), boxes)));
+  write_file_atomically(
+      a.draw_out, vision::encode_png(vision::draw_detections(vision::draw_masks(img, masks, labels), boxes)));
   std::printf("wrote %s\n", a.draw_out.c_str());
 }
 
@@ -102,18 +108,23 @@ void run_segment(const SegmentArgs& a) {
 
 void add_segment_command(CLI::App& app) {
   static SegmentArgs a;
-  auto* cmd = app.add_subcommand("segment", "Segment the objects that boxes or points prompt in one image (SAM)");
-  cmd->add_option("image", a.image, "PNG, JPEG, BMP, GIF (first frame), WebP or TIFF image, told by its content")
+  auto* cmd =
+      app.add_subcommand("segment", "Segment the objects that boxes or points prompt in one image (SAM)");
+  cmd->add_option("image", a.image,
+                  "PNG, JPEG, BMP, GIF (first frame), WebP or TIFF image, told by its content")
       ->required();
-  cmd->add_option("-m,--model", a.model,
-                  "SAM model folder: encoder.onnx, decoder.onnx and sam.json (tools/export_sam.py writes one)")
+  cmd->add_option(
+         "-m,--model", a.model,
+         "SAM model folder: encoder.onnx, decoder.onnx and sam.json (tools/export_sam.py writes one)")
       ->required();
   cmd->add_option("--box", a.boxes, "x1,y1,x2,y2 in image pixels: one mask each (repeatable)");
   cmd->add_option("--point", a.points,
                   "x,y[,label] (label 1 foreground, the default, or 0 background): added to the one --box's "
                   "prompt, or a prompt of their own without --box (repeatable)");
-  cmd->add_option("--json", a.json_out, "write the masks (COCO uncompressed RLE), IoU predictions and areas as JSON");
-  cmd->add_option("--draw", a.draw_out, "write the image with the masks and prompts drawn as PNG to this file");
+  cmd->add_option("--json", a.json_out,
+                  "write the masks (COCO uncompressed RLE), IoU predictions and areas as JSON");
+  cmd->add_option("--draw", a.draw_out,
+                  "write the image with the masks and prompts drawn as PNG to this file");
   cmd->add_option("--logits", a.logits_dir, "write each chosen mask's logits as DIR/mask_logits_<n>.npy");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   add_device_options(cmd, a.device_args);

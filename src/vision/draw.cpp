@@ -86,7 +86,8 @@ Image draw_masks(const Image& src, const std::vector<Mask>& masks, const std::ve
     for (size_t i = 0; i < mask.pixels.size(); i++) {
       if (!mask.pixels[i]) continue;
       uint8_t* p = &img.rgb[i * 3];
-      p[0] = uint8_t((p[0] + c.r + 1) / 2), p[1] = uint8_t((p[1] + c.g + 1) / 2), p[2] = uint8_t((p[2] + c.b + 1) / 2);
+      const uint8_t colour[3] = {c.r, c.g, c.b};
+      for (int k = 0; k < 3; k++) p[k] = uint8_t((p[k] + colour[k] + 1) / 2);
     }
   }
   return img;

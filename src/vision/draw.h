@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "vision/detection.h"
-#include "vision/mask.h"
 #include "vision/image.h"
+#include "vision/mask.h"
 
 namespace vlrt::vision {
 

@@ -18,7 +18,9 @@ namespace {
 const std::string kModel = source_path("tests/fixtures/sam/tiny");
 const std::string kImage = source_path("tests/fixtures/sam/tiny.png");
 
-std::string segment(const std::string& args) { return "segment " + kImage + " --model " + kModel + " " + args; }
+std::string segment(const std::string& args) {
+  return "segment " + kImage + " --model " + kModel + " " + args;
+}
 
 }  // namespace
 
@@ -27,14 +29,16 @@ TEST(CliSegment, BoxAndPointPromptsMatchSegmentAnythingAndWriteJsonAndPng) {
   std::string dir = test::temp_dir("cli_segment");
   auto r = run_cli(segment("--box 2,1,15,11 --json " + dir + "/masks.json --draw " + dir + "/masks.png"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("23x13 (encoder input 128x72 padded to 128), 1 prompts"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("23x13 (encoder input 128x72 padded to 128), 1 prompts"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("box 2,1,15,11"), std::string::npos) << r.output;
   auto j = nlohmann::json::parse(read_file(dir + "/masks.json"));
   ASSERT_EQ(j["masks"].size(), 1u);
   auto& m = j["masks"][0];
   auto& w = want["prompts"]["box"];
   EXPECT_EQ(m["mask_index"], w["mask_index"]);
-  EXPECT_NEAR(m["iou_prediction"].get<double>(), w["iou_predictions"][w["mask_index"].get<int>()].get<double>(), 1e-4);
+  EXPECT_NEAR(m["iou_prediction"].get<double>(),
+              w["iou_predictions"][w["mask_index"].get<int>()].get<double>(), 1e-4);
   EXPECT_EQ(m["area"], w["area"]);
   EXPECT_EQ(m["segmentation"]["size"], nlohmann::json({13, 23}));
   int64_t total = 0, ones = 0;

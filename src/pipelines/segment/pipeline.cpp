@@ -63,7 +63,10 @@ class SegmentPipeline : public Pipeline {
   std::string endpoint() const override { return "/v1/segment"; }
 
   std::unique_ptr<Request> parse(const RequestBody& body) const override {
-    if (body.multipart) refuse(415, "send application/json: {\"image\": base64, \"boxes\": [[x1,y1,x2,y2]], \"points\": [[x,y,label]]}");
+    if (body.multipart)
+      refuse(415,
+             "send application/json: {\"image\": base64, \"boxes\": [[x1,y1,x2,y2]], \"points\": "
+             "[[x,y,label]]}");
     nlohmann::json j = parse_json_object(body.body);
     auto r = std::make_unique<SegmentRequest>();
     std::vector<Box> boxes;
@@ -74,7 +77,8 @@ class SegmentPipeline : public Pipeline {
           if (!v.is_string()) refuse(400, "'image' is JSON ", v.type_name(), "; expected a base64 string");
           r->image_bytes = decode_base64_field("image", v.get<std::string>());
         } else if (key == "boxes" || key == "points") {
-          if (!v.is_array()) refuse(400, "'", key, "' is JSON ", v.type_name(), "; expected an array of arrays");
+          if (!v.is_array())
+            refuse(400, "'", key, "' is JSON ", v.type_name(), "; expected an array of arrays");
           for (auto& item : v) {
             std::vector<float> numbers = numbers_of(item, key);
             if (key == "boxes")

@@ -41,7 +41,8 @@ std::string Prompt::describe() const {
   if (box)
     s = cat("box ", format_number(box->x1), ",", format_number(box->y1), ",", format_number(box->x2), ",",
             format_number(box->y2));
-  if (!points.empty()) s += cat(s.empty() ? "" : " + ", points.size(), points.size() == 1 ? " point" : " points");
+  if (!points.empty())
+    s += cat(s.empty() ? "" : " + ", points.size(), points.size() == 1 ? " point" : " points");
   return s.empty() ? "empty prompt" : s;
 }
 
@@ -54,10 +55,12 @@ Box make_box(const std::vector<float>& v, const std::string& text) {
 }
 
 Point make_point(const std::vector<float>& v, const std::string& text) {
-  if (v.size() != 2 && v.size() != 3) fail("point '", text, "' has ", v.size(), " numbers; expected ", kPointForm);
+  if (v.size() != 2 && v.size() != 3)
+    fail("point '", text, "' has ", v.size(), " numbers; expected ", kPointForm);
   Point p{v[0], v[1], kForeground};
   if (v.size() == 3) {
-    if (v[2] != 0 && v[2] != 1) fail("point '", text, "' has label ", format_number(v[2]), "; expected ", kPointForm);
+    if (v[2] != 0 && v[2] != 1)
+      fail("point '", text, "' has label ", format_number(v[2]), "; expected ", kPointForm);
     p.label = v[2] == 1 ? kForeground : kBackground;
   }
   return p;
@@ -65,12 +68,15 @@ Point make_point(const std::vector<float>& v, const std::string& text) {
 
 Box parse_box(const std::string& text) { return make_box(parse_numbers(text, "box", kBoxForm), text); }
 
-Point parse_point(const std::string& text) { return make_point(parse_numbers(text, "point", kPointForm), text); }
+Point parse_point(const std::string& text) {
+  return make_point(parse_numbers(text, "point", kPointForm), text);
+}
 
 std::vector<Prompt> make_prompts(const std::vector<Box>& boxes, const std::vector<Point>& points) {
   if (boxes.empty() && points.empty()) fail("give at least one box (x1,y1,x2,y2) or point (x,y[,label])");
   if (boxes.size() > 1 && !points.empty())
-    fail("points refine the mask of one box; with ", boxes.size(), " boxes, ask once per box that needs points");
+    fail("points refine the mask of one box; with ", boxes.size(),
+         " boxes, ask once per box that needs points");
   std::vector<Prompt> prompts;
   for (auto& b : boxes) prompts.push_back({b, {}});
   if (prompts.empty()) prompts.emplace_back();
@@ -86,8 +92,8 @@ void check_prompt(const Prompt& p, int width, int height) {
     if (!(b.x2 > b.x1) || !(b.y2 > b.y1))
       fail(p.describe(), ": x2 must be greater than x1 and y2 than y1 (the box is x1,y1,x2,y2)");
     if (!inside(b.x1, b.y1) || !inside(b.x2, b.y2))
-      fail(p.describe(), " is outside the ", width, "x", height, " image (0 <= x <= ", width, ", 0 <= y <= ",
-           height, ")");
+      fail(p.describe(), " is outside the ", width, "x", height, " image (0 <= x <= ", width,
+           ", 0 <= y <= ", height, ")");
   }
   for (auto& pt : p.points)
     if (!inside(pt.x, pt.y))

@@ -13,7 +13,13 @@ struct Box {
 };
 
 // Labels as SAM's prompt encoder reads them.
-enum PointLabel : int { kPadding = -1, kBackground = 0, kForeground = 1, kBoxTopLeft = 2, kBoxBottomRight = 3 };
+enum PointLabel : int {
+  kPadding = -1,
+  kBackground = 0,
+  kForeground = 1,
+  kBoxTopLeft = 2,
+  kBoxBottomRight = 3
+};
 
 struct Point {
   float x = 0, y = 0;
@@ -52,6 +58,7 @@ struct DecoderPoints {
   std::vector<float> coords;  // x, y per point
   std::vector<float> labels;
 };
-DecoderPoints decoder_points(const Prompt& prompt, int width, int height, int resized_width, int resized_height);
+DecoderPoints decoder_points(const Prompt& prompt, int width, int height, int resized_width,
+                             int resized_height);
 
 }  // namespace vlrt::segment

@@ -18,7 +18,8 @@ SamConfig read_sam_config(const std::string& dir) {
   SamConfig c;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    fail("SAM model folder '", dir, "' is not a directory; pass the folder holding encoder.onnx, decoder.onnx and sam.json");
+    fail("SAM model folder '", dir,
+         "' is not a directory; pass the folder holding encoder.onnx, decoder.onnx and sam.json");
   fs::path path = fs::path(dir) / "sam.json";
   if (!fs::exists(path, ec)) return c;
   nlohmann::json j;
@@ -40,7 +41,8 @@ SamConfig read_sam_config(const std::string& dir) {
   } catch (const Error& e) {
     fail(path.string(), ": ", e.what());
   }
-  if (c.image_size < 16 || c.image_size > 8192) fail(path.string(), ": image_size ", c.image_size, " is not in 16..8192");
+  if (c.image_size < 16 || c.image_size > 8192)
+    fail(path.string(), ": image_size ", c.image_size, " is not in 16..8192");
   for (float s : c.pixel_std)
     if (!(s > 0)) fail(path.string(), ": pixel_std must be positive");
   return c;
@@ -53,7 +55,8 @@ std::pair<int, int> resized_size(int width, int height, int image_size) {
 
 Tensor sam_pixels(const vision::Image& image, const SamConfig& c) {
   auto [w, h] = resized_size(image.width, image.height, c.image_size);
-  vision::Image resized = image.width == w && image.height == h ? image : vision::resize_bilinear(image, w, h);
+  vision::Image resized =
+      image.width == w && image.height == h ? image : vision::resize_bilinear(image, w, h);
   int64_t s = c.image_size;
   Tensor out(DType::f32, {1, 3, s, s});
   float* px = out.data<float>();
@@ -107,16 +110,21 @@ const ValueDecl* find_decl(const std::vector<ValueDecl>& values, const std::stri
 void check_decoder_contract(const Model& m) {
   std::vector<std::string> problems;
   check_values(m.graph.inputs,
-               {{"image_embeddings", 4}, {"point_coords", 3}, {"point_labels", 2}, {"mask_input", 4},
-                {"has_mask_input", 1}, {"orig_im_size", 1}},
+               {{"image_embeddings", 4},
+                {"point_coords", 3},
+                {"point_labels", 2},
+                {"mask_input", 4},
+                {"has_mask_input", 1},
+                {"orig_im_size", 1}},
                "input", problems);
   check_values(m.graph.outputs, {{"masks", 4}, {"iou_predictions", 2}}, "output", problems);
   if (!problems.empty())
-    fail_contract(m, "decoder", problems,
-                  "inputs image_embeddings float32[1,C,E,E], point_coords float32[B,N,2], point_labels "
-                  "float32[B,N], mask_input float32[1,1,4E,4E], has_mask_input float32[1], orig_im_size "
-                  "float32[2]; outputs masks float32[B,M,H,W], iou_predictions float32[B,M] (segment-anything's "
-                  "SamOnnxModel export)");
+    fail_contract(
+        m, "decoder", problems,
+        "inputs image_embeddings float32[1,C,E,E], point_coords float32[B,N,2], point_labels "
+        "float32[B,N], mask_input float32[1,1,4E,4E], has_mask_input float32[1], orig_im_size "
+        "float32[2]; outputs masks float32[B,M,H,W], iou_predictions float32[B,M] (segment-anything's "
+        "SamOnnxModel export)");
 }
 
 void check_encoder_contract(const Model& m, int image_size) {
@@ -125,14 +133,17 @@ void check_encoder_contract(const Model& m, int image_size) {
     problems.push_back(cat("has ", m.graph.inputs.size(), " inputs, expected one"));
   } else {
     const ValueDecl& in = m.graph.inputs[0];
-    if (in.dtype != DType::f32) problems.push_back(cat("input '", in.name, "' is ", dtype_name(in.dtype), ", expected float32"));
+    if (in.dtype != DType::f32)
+      problems.push_back(cat("input '", in.name, "' is ", dtype_name(in.dtype), ", expected float32"));
     if (in.has_shape) {
       bool ok = in.dims.size() == 4;
       for (size_t i = 0; ok && i < 4; i++) {
         int64_t want = i == 0 ? 1 : i == 1 ? 3 : image_size;
         ok = in.dims[i].value < 0 || in.dims[i].value == want;
       }
-      if (!ok) problems.push_back(cat("input '", in.name, "' is ", in.describe(), ", expected [1,3,", image_size, ",", image_size, "]"));
+      if (!ok)
+        problems.push_back(cat("input '", in.name, "' is ", in.describe(), ", expected [1,3,", image_size,
+                               ",", image_size, "]"));
     }
   }
   if (m.graph.outputs.size() != 1 && !find_decl(m.graph.outputs, "image_embeddings"))
@@ -156,7 +167,8 @@ Model load_beside(const std::string& dir, const std::string& name, const char* w
   fs::path path = fs::path(dir) / name;
   std::error_code ec;
   if (!fs::exists(path, ec))
-    fail("SAM model folder '", dir, "' has no ", what, " '", name, "'; it needs encoder.onnx and decoder.onnx (",
+    fail("SAM model folder '", dir, "' has no ", what, " '", name,
+         "'; it needs encoder.onnx and decoder.onnx (",
          "or the files its sam.json names), as tools/export_sam.py writes them");
   return load_model(path.string());
 }
@@ -166,12 +178,14 @@ Model load_beside(const std::string& dir, const std::string& name, const char* w
 Segmenter::Segmenter(const std::string& dir, SessionOptions options)
     : Segmenter(load_beside(dir, read_sam_config(dir).encoder, "encoder"), dir, std::move(options)) {}
 
-Segmenter::Segmenter(Model encoder, const std::string& dir, SessionOptions options) : config_(read_sam_config(dir)) {
+Segmenter::Segmenter(Model encoder, const std::string& dir, SessionOptions options)
+    : config_(read_sam_config(dir)) {
   check_encoder_contract(encoder, config_.image_size);
   Model decoder = load_beside(dir, config_.decoder, "decoder");
   check_decoder_contract(decoder);
   encoder_input_ = encoder.graph.inputs[0].name;
-  encoder_output_ = find_decl(encoder.graph.outputs, "image_embeddings") ? "image_embeddings" : encoder.graph.outputs[0].name;
+  encoder_output_ = find_decl(encoder.graph.outputs, "image_embeddings") ? "image_embeddings"
+                                                                         : encoder.graph.outputs[0].name;
   const ValueDecl* mask_input = find_decl(decoder.graph.inputs, "mask_input");
   if (mask_input->has_shape && mask_input->dims[2].value > 0) mask_input_size_ = mask_input->dims[2].value;
   const ValueDecl* coords = find_decl(decoder.graph.inputs, "point_coords");
@@ -197,7 +211,8 @@ std::vector<Segment> Segmenter::segment(const ImageEmbedding& e, const std::vect
   // Groups of prompts with the same number of decoder points, in their order.
   std::vector<Segment> out(prompts.size());
   std::map<size_t, std::vector<size_t>> by_points;
-  for (size_t i = 0; i < prompts.size(); i++) by_points[prompts[i].points.size() + (prompts[i].box ? 2 : 1)].push_back(i);
+  for (size_t i = 0; i < prompts.size(); i++)
+    by_points[prompts[i].points.size() + (prompts[i].box ? 2 : 1)].push_back(i);
   for (auto& [n, indices] : by_points) {
     size_t step = batch_prompts_ ? indices.size() : 1;
     for (size_t begin = 0; begin < indices.size(); begin += step) {
@@ -213,11 +228,13 @@ std::vector<Segment> Segmenter::segment(const ImageEmbedding& e, const std::vect
 std::vector<Segment> Segmenter::run_decoder(const ImageEmbedding& e, const std::vector<Prompt>& prompts) {
   int64_t b = int64_t(prompts.size());
   std::vector<DecoderPoints> points;
-  for (auto& p : prompts) points.push_back(decoder_points(p, e.width, e.height, e.resized_width, e.resized_height));
+  for (auto& p : prompts)
+    points.push_back(decoder_points(p, e.width, e.height, e.resized_width, e.resized_height));
   int64_t n = int64_t(points[0].labels.size());
   Tensor coords(DType::f32, {b, n, 2}), labels(DType::f32, {b, n});
   for (int64_t i = 0; i < b; i++) {
-    std::memcpy(coords.data<float>() + i * n * 2, points[size_t(i)].coords.data(), size_t(n) * 2 * sizeof(float));
+    std::memcpy(coords.data<float>() + i * n * 2, points[size_t(i)].coords.data(),
+                size_t(n) * 2 * sizeof(float));
     std::memcpy(labels.data<float>() + i * n, points[size_t(i)].labels.data(), size_t(n) * sizeof(float));
   }
   Tensor mask_input(DType::f32, {1, 1, mask_input_size_, mask_input_size_});
@@ -237,8 +254,8 @@ std::vector<Segment> Segmenter::run_decoder(const ImageEmbedding& e, const std::
   const Tensor& iou = out.at("iou_predictions");
   VLRT_CHECK(masks.rank() == 4 && masks.dim(0) == b && masks.dim(2) == e.height && masks.dim(3) == e.width &&
                  iou.rank() == 2 && iou.dim(0) == b && iou.dim(1) == masks.dim(1),
-             decoder_->model().path, ": outputs masks ", masks.describe(), " and iou_predictions ", iou.describe(),
-             "; expected [", b, ",M,", e.height, ",", e.width, "] and [", b, ",M]");
+             decoder_->model().path, ": outputs masks ", masks.describe(), " and iou_predictions ",
+             iou.describe(), "; expected [", b, ",M,", e.height, ",", e.width, "] and [", b, ",M]");
   int64_t m = masks.dim(1), pixels = int64_t(e.width) * e.height;
   std::vector<Segment> segments(static_cast<size_t>(b));
   for (int64_t i = 0; i < b; i++) {
@@ -250,7 +267,8 @@ std::vector<Segment> Segmenter::run_decoder(const ImageEmbedding& e, const std::
     const float* logits = masks.data<float>() + (i * m + s.mask_index) * pixels;
     s.logits.assign(logits, logits + pixels);
     s.mask = {e.width, e.height, std::vector<uint8_t>(size_t(pixels))};
-    for (int64_t p = 0; p < pixels; p++) s.mask.pixels[size_t(p)] = logits[p] > config_.mask_threshold ? 1 : 0;
+    for (int64_t p = 0; p < pixels; p++)
+      s.mask.pixels[size_t(p)] = logits[p] > config_.mask_threshold ? 1 : 0;
   }
   return segments;
 }

@@ -56,11 +56,11 @@ struct ImageEmbedding {
 
 struct Segment {
   Prompt prompt;
-  int mask_index = 0;                    // which of the decoder's masks (SamOnnxModel.select_masks)
-  std::vector<float> iou_predictions;    // every mask's
-  float iou = 0;                         // the chosen mask's
-  vision::Mask mask;                     // logits > mask_threshold, on the original image
-  std::vector<float> logits;             // the chosen mask's logits, rows of the original image
+  int mask_index = 0;                  // which of the decoder's masks (SamOnnxModel.select_masks)
+  std::vector<float> iou_predictions;  // every mask's
+  float iou = 0;                       // the chosen mask's
+  vision::Mask mask;                   // logits > mask_threshold, on the original image
+  std::vector<float> logits;           // the chosen mask's logits, rows of the original image
 };
 
 // SamOnnxModel.select_masks: with more than one mask, the first (single-mask token) when the

@@ -87,22 +87,32 @@ TEST(SamPrompt, ParsesBoxesAndPointsAndNamesWhatIsWrong) {
   Point p = parse_point("3,4,0");
   EXPECT_EQ(p.label, kBackground);
   EXPECT_EQ(parse_point("3,4").label, kForeground);
-  EXPECT_NE(error_of([] { parse_box("10,20,30"); }).find("has 3 numbers; expected x1,y1,x2,y2"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_box("10,20,30"); }).find("has 3 numbers; expected x1,y1,x2,y2"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_box("10,a,30,40"); }).find("'a' is not a number"), std::string::npos);
   EXPECT_NE(error_of([] { parse_box(""); }).find("is not x1,y1,x2,y2"), std::string::npos);
   EXPECT_NE(error_of([] { parse_point("1,2,5"); }).find("has label 5"), std::string::npos);
 }
 
 TEST(SamPrompt, RefusesEmptyOrInvertedBoxesAndPromptsOutsideTheImage) {
-  EXPECT_NE(error_of([] { check_prompt({Box{50, 10, 40, 20}, {}}, 100, 80); }).find("x2 must be greater than x1"),
+  EXPECT_NE(error_of([] {
+              check_prompt({Box{50, 10, 40, 20}, {}}, 100, 80);
+            }).find("x2 must be greater than x1"),
             std::string::npos);
-  EXPECT_NE(error_of([] { check_prompt({Box{10, 10, 10, 20}, {}}, 100, 80); }).find("x2 must be greater"),
+  EXPECT_NE(error_of([] {
+              check_prompt({Box{10, 10, 10, 20}, {}}, 100, 80);
+            }).find("x2 must be greater"),
             std::string::npos);
-  EXPECT_NE(error_of([] { check_prompt({Box{10, 10, 120, 20}, {}}, 100, 80); }).find("outside the 100x80 image"),
+  EXPECT_NE(error_of([] {
+              check_prompt({Box{10, 10, 120, 20}, {}}, 100, 80);
+            }).find("outside the 100x80 image"),
             std::string::npos);
-  EXPECT_NE(error_of([] { check_prompt({std::nullopt, {{-1, 5, 1}}}, 100, 80); }).find("point -1,5 is outside"),
+  EXPECT_NE(error_of([] {
+              check_prompt({std::nullopt, {{-1, 5, 1}}}, 100, 80);
+            }).find("point -1,5 is outside"),
             std::string::npos);
-  EXPECT_NE(error_of([] { check_prompt({}, 100, 80); }).find("needs a box or at least one point"), std::string::npos);
+  EXPECT_NE(error_of([] { check_prompt({}, 100, 80); }).find("needs a box or at least one point"),
+            std::string::npos);
   EXPECT_EQ(error_of([] { check_prompt({Box{0, 0, 100, 80}, {{100, 80, 1}}}, 100, 80); }), "");
 }
 
@@ -139,8 +149,9 @@ TEST(SamModelFolder, NamesAMissingFileAndMissingDecoderInputs) {
   EXPECT_NE(err.find("has no decoder 'decoder.onnx'"), std::string::npos) << err;
   fs::copy_file(fixture("tiny/encoder.onnx"), dir + "/decoder.onnx");
   err = error_of([&] { Segmenter(dir, {}); });
-  for (const char* name : {"'image_embeddings'", "'point_coords'", "'point_labels'", "'mask_input'",
-                           "'has_mask_input'", "'orig_im_size'", "output 'masks'", "output 'iou_predictions'"})
+  for (const char* name :
+       {"'image_embeddings'", "'point_coords'", "'point_labels'", "'mask_input'", "'has_mask_input'",
+        "'orig_im_size'", "output 'masks'", "output 'iou_predictions'"})
     EXPECT_NE(err.find(name), std::string::npos) << name << " in " << err;
   EXPECT_NE(err.find("does not follow the SAM decoder contract"), std::string::npos) << err;
 }
@@ -172,7 +183,8 @@ TEST(SamSegmenter, TinyModelMatchesSegmentAnything) {
     auto& w = want["prompts"][names[i]];
     EXPECT_EQ(got[i].mask_index, w["mask_index"].get<int>()) << names[i];
     ASSERT_EQ(got[i].iou_predictions.size(), 4u);
-    for (size_t m = 0; m < 4; m++) EXPECT_NEAR(got[i].iou_predictions[m], w["iou_predictions"][m].get<float>(), 1e-4);
+    for (size_t m = 0; m < 4; m++)
+      EXPECT_NEAR(got[i].iou_predictions[m], w["iou_predictions"][m].get<float>(), 1e-4);
     EXPECT_EQ(vision::mask_area(got[i].mask), w["area"].get<int64_t>()) << names[i];
     EXPECT_EQ(got[i].mask.width, img.width);
   }
@@ -198,9 +210,11 @@ TEST(SamSegmenter, BatchedPromptsGiveTheMasksOfSingleRuns) {
   for (size_t i = 0; i < prompts.size(); i++) {
     EXPECT_EQ(got[i].prompt.describe(), prompts[i].describe());
     EXPECT_EQ(got[i].mask_index, want[i].mask_index) << i;
-    for (size_t m = 0; m < 4; m++) EXPECT_NEAR(got[i].iou_predictions[m], want[i].iou_predictions[m], 1e-5) << i;
+    for (size_t m = 0; m < 4; m++)
+      EXPECT_NEAR(got[i].iou_predictions[m], want[i].iou_predictions[m], 1e-5) << i;
     float err = 0;
-    for (size_t p = 0; p < got[i].logits.size(); p++) err = std::max(err, std::abs(got[i].logits[p] - want[i].logits[p]));
+    for (size_t p = 0; p < got[i].logits.size(); p++)
+      err = std::max(err, std::abs(got[i].logits[p] - want[i].logits[p]));
     EXPECT_LT(err, 1e-4f) << i;
   }
 }
@@ -239,7 +253,8 @@ TEST(SamPipeline, ServesJsonRequestsAndRefusesBadOnes) {
   };
   EXPECT_EQ(status(", \"boxes\": [[2, 1, 15]]", "has 3 numbers"), 400);
   EXPECT_EQ(status(", \"boxes\": [[2, 1, 40, 11]]", "outside the 23x13 image"), 400);
-  EXPECT_EQ(status(", \"boxes\": [[2, 1, 15, 11], [1, 1, 4, 4]], \"points\": [[3, 3]]", "points refine"), 400);
+  EXPECT_EQ(status(", \"boxes\": [[2, 1, 15, 11], [1, 1, 4, 4]], \"points\": [[3, 3]]", "points refine"),
+            400);
   EXPECT_EQ(status("", "give at least one box"), 400);
   EXPECT_EQ(status(", \"points\": [[3, \"a\"]]", "expected numbers"), 400);
   EXPECT_NE(error_of([&] { pipeline->query(Ontology{}); }).find("not with classes"), std::string::npos);
