@@ -6,9 +6,10 @@
 namespace vlrt {
 
 PipelineInfo grounding_pipeline();  // pipelines/grounding/pipeline.cpp
+PipelineInfo segment_pipeline();    // pipelines/segment/pipeline.cpp
 
 const std::vector<PipelineInfo>& pipelines() {
-  static const std::vector<PipelineInfo> all = {grounding_pipeline()};
+  static const std::vector<PipelineInfo> all = {grounding_pipeline(), segment_pipeline()};
   return all;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "core/error.h"
+
 #define STB_EASY_FONT_IMPLEMENTATION
 #include <stb/stb_easy_font.h>
 
@@ -70,6 +72,23 @@ Image draw_detections(const Image& src, const std::vector<Detection>& detections
     int tx = std::max(0, std::min(x0, img.width - tw));  // moved left when it would leave the image
     fill(img, tx, ty, tx + tw, ty + th, c);
     text(img, tx + 2, ty + 2, tag, scale, Rgb{255, 255, 255});
+  }
+  return img;
+}
+
+Image draw_masks(const Image& src, const std::vector<Mask>& masks, const std::vector<std::string>& labels) {
+  Image img = src;
+  for (size_t m = 0; m < masks.size(); m++) {
+    const Mask& mask = masks[m];
+    VLRT_CHECK(mask.width == img.width && mask.height == img.height, "a ", mask.width, "x", mask.height,
+               " mask cannot be drawn on a ", img.width, "x", img.height, " image");
+    Rgb c = label_color(m < labels.size() ? labels[m] : std::string());
+    for (size_t i = 0; i < mask.pixels.size(); i++) {
+      if (!mask.pixels[i]) continue;
+      uint8_t* p = &img.rgb[i * 3];
+      const uint8_t colour[3] = {c.r, c.g, c.b};
+      for (int k = 0; k < 3; k++) p[k] = uint8_t((p[k] + colour[k] + 1) / 2);
+    }
   }
   return img;
 }
