@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/error.h"
+
 namespace vlrt::test {
 
 struct CliResult {
@@ -39,6 +41,17 @@ inline std::string temp_dir(const std::string& name) {
   std::string cmd = "rm -rf '" + d + "' && mkdir -p '" + d + "'";
   if (std::system(cmd.c_str()) != 0) return "";
   return d;
+}
+
+// The message of the Error that f throws; empty when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace vlrt::test

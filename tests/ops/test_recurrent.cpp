@@ -32,16 +32,7 @@ Tensor i32(std::vector<int32_t> v, Shape s) { return Tensor::from_vector<int32_t
 
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-// The message of the Error that f throws; empty when it throws none.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 

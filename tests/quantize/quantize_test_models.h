@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cli_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -104,15 +106,6 @@ inline double relative_error(const Tensor& got, const Tensor& want) {
 
 inline size_t count_op(const Graph& g, const std::string& op) {
   return size_t(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; }));
-}
-
-template <class F> std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace vlrt::test

@@ -22,15 +22,7 @@ namespace {
 
 std::string fixture(const std::string& name) { return test::source_path("tests/fixtures/sam/" + name); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 
