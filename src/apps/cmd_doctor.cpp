@@ -98,7 +98,10 @@ std::vector<Finding> opencl_findings(const OpenClProbe& o) {
 
 std::vector<Finding> cuda_findings(const CudaProbe& c) {
   std::vector<Finding> f;
-  std::string runs_on = "vlrt runs on " + join(built_backends(), " and ");
+  std::vector<std::string> others;
+  for (auto& kind : built_backends())
+    if (kind != "cuda") others.push_back(kind);
+  std::string runs_on = "vlrt runs on " + join(others, " and ");
   if (!c.driver) {
     std::string advice = "CUDA backends are unavailable; " + runs_on +
                          "; install the NVIDIA driver to use an "

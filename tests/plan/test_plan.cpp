@@ -147,7 +147,7 @@ TEST(Plan, ParsesDevicesAndSizes) {
   EXPECT_EQ(parse_device("opencl:0").str(), "opencl:0");
   EXPECT_EQ(parse_device("cpu").str(), "cpu");
   EXPECT_EQ(parse_device("cpu:1").str(), "cpu:1");
-  EXPECT_THROW(parse_device("cuda:0"), Error);
+  EXPECT_THROW(parse_device("tpu:0"), Error);  // no backend of that kind
   EXPECT_THROW(parse_device("opencl:x"), Error);
   EXPECT_EQ(parse_bytes("2GiB"), size_t(2) << 30);
   EXPECT_EQ(parse_bytes("512MB"), size_t(512000000));
