@@ -21,6 +21,7 @@ struct ServeArgs {
   PipelineArgs p;
   serve::ServeOptions o;
   std::string max_body = "32MiB";
+  bool no_labelling = false;
 };
 
 // The signal handler only writes the signal's number to a pipe; a thread reads it and
@@ -49,6 +50,7 @@ void serve_main(ServeArgs& a) {
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
 
   a.o.max_body_bytes = parse_bytes(a.max_body);
+  a.o.labelling.enabled = !a.no_labelling;
   auto t0 = std::chrono::steady_clock::now();
   auto pipeline = make_pipeline(a.p);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -63,6 +65,10 @@ void serve_main(ServeArgs& a) {
       "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s[/config|/stats], "
       "/metrics\n",
       endpoint.c_str(), server.model_name().c_str(), server.model_name().c_str());
+  if (a.o.labelling.enabled)
+    std::printf(
+        "  labelling tools: Label Studio ML backend at this URL (/health, /setup, /predict), "
+        "X-AnyLabeling remote server (/v1/models, /v1/predict)\n");
   for (auto& m : server.repository_models())
     std::printf("  repository model '%s': %s\n", m.first.c_str(), m.second.c_str());
   std::fflush(stdout);
@@ -105,7 +111,13 @@ void add_serve_command(CLI::App& app) {
       "answered with 'boxes' (FP32 [N,4], x1 y1 x2 y2 in image pixels), 'scores' (FP32 [N]) and 'labels'\n"
       "(BYTES [N]). GET /v2/models/NAME/{config,stats}, /v2/models/stats. With --model-repository DIR\n"
       "(DIR/NAME/1/model.onnx): POST /v2/repository/index, /v2/repository/models/NAME/{load,unload}.\n"
-      "/metrics has vlrt_* and Triton's nv_inference_* series.");
+      "/metrics has vlrt_* and Triton's nv_inference_* series.\n"
+      "Labelling tools (on unless --no-labelling): Label Studio connects this server as its ML backend\n"
+      "(GET /health, POST /setup with the project's label config, POST /predict with tasks, answered\n"
+      "with rectanglelabels in percent); the prompt is --ls-prompt, else the RectangleLabels' label\n"
+      "values. A task's image is a data URI, a file under --ls-root (a path, /data/upload/..., or\n"
+      "/data/local-files/?d=...), or downloaded from --ls-url with --ls-api-key. X-AnyLabeling's remote\n"
+      "server model: GET /v1/models, POST /v1/predict (text_prompt, conf_threshold = box threshold).");
   add_pipeline_options(cmd, a.p);
   cmd->add_option("--host", a.o.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a.o.port, "port (0: any free port, printed at start)")
@@ -139,6 +151,21 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--http-threads", a.o.http_threads,
                   "threads reading requests, each holds one connection (default: --max-queue + 64)")
       ->check(CLI::Range(4, 4096));
+  cmd->add_flag("--no-labelling", a.no_labelling,
+                "leave out the labelling tools' routes (Label Studio, X-AnyLabeling)");
+  cmd->add_option(
+         "--ls-prompt", a.o.labelling.prompt,
+         "the labelling tools' prompt when a request has none (Label Studio: instead of its label values)")
+      ->envname("VLRT_LS_PROMPT");
+  cmd->add_option("--ls-root", a.o.labelling.ls_root,
+                  "the folder Label Studio tasks may name files in: its media folder for /data/upload/... "
+                  "(without it, tasks must carry their image as a data URI or a URL)")
+      ->envname("VLRT_LS_ROOT");
+  cmd->add_option("--ls-url", a.o.labelling.ls_url,
+                  "Label Studio's address, to download task images it serves (/data/...) and http(s) URLs")
+      ->envname("LABEL_STUDIO_URL");
+  cmd->add_option("--ls-api-key", a.o.labelling.ls_api_key, "Label Studio's access token for those downloads")
+      ->envname("LABEL_STUDIO_API_KEY");
   cmd->callback([] { serve_main(a); });
 }
 

@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "serve/label_studio.h"
 #include "serve/request.h"
+#include "serve/xanylabeling.h"
 
 namespace vlrt::serve {
 
@@ -36,8 +38,10 @@ const std::vector<double> kSecondsBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 
 
 // The route a path belongs to, so the labels stay a fixed set whatever clients send.
 std::string endpoint_of(const std::string& path, const std::string& pipeline_endpoint) {
-  static const std::vector<std::string> exact = {"/v2/health/live",  "/v2/health/ready",    "/v2", "/metrics",
-                                                 "/v2/models/stats", "/v2/repository/index"};
+  static const std::vector<std::string> exact = {
+      "/v2/health/live",      "/v2/health/ready", "/v2", "/metrics", "/v2/models/stats",
+      "/v2/repository/index", "/health",          "/",   "/setup",   "/predict",
+      "/v1/models",           "/v1/predict"};
   for (auto& e : exact)
     if (path == e) return e;
   if (path == pipeline_endpoint) return path;
@@ -214,7 +218,11 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
                     ", GET /v2, GET /v2/health/live, GET /v2/health/ready, GET /v2/models/", model_name_,
                     "[/config|/ready|/stats], POST /v2/models/", model_name_,
                     "/infer, GET /v2/models/stats, POST /v2/repository/index, POST "
-                    "/v2/repository/models/NAME/{load,unload}, GET /metrics");
+                    "/v2/repository/models/NAME/{load,unload}, GET /metrics",
+                    options_.labelling.enabled
+                        ? "; labelling tools: GET /health, POST /setup, POST /predict (Label Studio), GET "
+                          "/v1/models, POST /v1/predict (X-AnyLabeling)"
+                        : "");
         else if (res.status == 413)
           msg = cat("request body larger than the limit of ", options_.max_body_bytes, " bytes");
         else if (res.status == 400)
@@ -238,6 +246,7 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
 
   add_routes();
   add_triton_routes();
+  if (options_.labelling.enabled) add_labelling_routes();
   if (!options_.model_repository.empty()) {
     repository_ = std::make_unique<ModelRepository>(options_.model_repository, options_.repository_session);
     for (auto& name : repository_->names()) {
@@ -269,6 +278,29 @@ void Server::add_routes() {
     reply_json(res, 200, {{"name", "vlrt"}, {"version", "0.1.0"}, {"extensions", extensions}});
   });
   route("GET", "/metrics", "/metrics", [this](auto&, auto& res) { handle_metrics(res); });
+}
+
+void Server::add_labelling_routes() {
+  labelling_model_.name = model_name_;
+  try {
+    labelling_model_.defaults = pipeline_->settings(*pipeline_->query("object ."));
+    labelling_model_.defaults.erase("prompt");
+  } catch (const Error&) {
+    // a pipeline without a text prompt: no defaults to show
+  }
+  labelling_model_.detect = [this](const DetectFields& f) { return detect_for_labelling(f); };
+  label_studio_ = std::make_unique<LabelStudioBackend>(labelling_model_, options_.labelling);
+  for (const char* health : {"/health", "/"})
+    route("GET", health, health, [this](auto&, auto& res) { reply_json(res, 200, label_studio_->health()); });
+  route("POST", "/setup", "/setup",
+        [this](auto& req, auto& res) { reply_json(res, 200, label_studio_->setup(req.body)); });
+  route("POST", "/predict", "/predict",
+        [this](auto& req, auto& res) { reply_json(res, 200, label_studio_->predict(req.body)); });
+  route("GET", "/v1/models", "/v1/models",
+        [this](auto&, auto& res) { reply_json(res, 200, xanylabeling::models(labelling_model_)); });
+  route("POST", "/v1/predict", "/v1/predict", [this](auto& req, auto& res) {
+    reply_json(res, 200, xanylabeling::predict(req.body, labelling_model_, options_.labelling.prompt));
+  });
 }
 
 // The per-model routes, each also under /v2/models/NAME/versions/VERSION/..., and the
@@ -515,17 +547,9 @@ void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res
   std::string content_type = req.get_header_value("Content-Type");
   body.content_type = content_type;
   body.body = req.body;
-  auto job = std::make_shared<PipelineJob>();
-  job->model = pipeline_model_;
+  std::shared_ptr<PipelineJob> job;
   try {
-    job->request = pipeline_->parse(body);
-    // Decode, resize, normalize and tokenize here, on the HTTP thread: the worker only runs the model.
-    pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
-    job->key = job->request->batch_key;
-    run_job(job);
-    // Postprocessing (for grounding a sigmoid per query and token) also runs here, in parallel
-    // with the worker's next batch.
-    pipeline_->postprocess(*job->request);
+    job = run_pipeline_request(pipeline_model_, body);
   } catch (...) {
     count_failure(*pipeline_model_, t0);
     throw;
@@ -627,13 +651,7 @@ std::shared_ptr<Server::ModelJob> Server::infer_pipeline(const std::shared_ptr<S
     texts.push_back(v.is_string() ? v.get<std::string>() : v.dump());
     body.parts.emplace_back(key, texts.back());
   }
-  auto job = std::make_shared<PipelineJob>();
-  job->model = model;
-  job->request = pipeline_->parse(body);
-  pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
-  job->key = job->request->batch_key;
-  run_job(job);
-  pipeline_->postprocess(*job->request);
+  auto job = run_pipeline_request(model, body);
   Record record = pipeline_->record(*job->request);
   int64_t n = int64_t(record.detections.size());
   Tensor boxes(DType::f32, {n, 4}), scores(DType::f32, {n});
@@ -648,6 +666,43 @@ std::shared_ptr<Server::ModelJob> Server::infer_pipeline(const std::shared_ptr<S
   outputs.tensors = {{"boxes", boxes}, {"scores", scores}};
   outputs.bytes = {{"labels", labels}};
   return job;
+}
+
+// Decoding, resizing, normalizing and tokenizing run on the HTTP thread, and so does
+// postprocessing (for grounding a sigmoid per query and token), in parallel with the worker's
+// next batch: the worker only runs the model.
+std::shared_ptr<Server::PipelineJob> Server::run_pipeline_request(const std::shared_ptr<ServedModel>& model,
+                                                                  const RequestBody& body) {
+  auto job = std::make_shared<PipelineJob>();
+  job->model = model;
+  job->request = pipeline_->parse(body);
+  pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
+  job->key = job->request->batch_key;
+  run_job(job);
+  pipeline_->postprocess(*job->request);
+  return job;
+}
+
+Record Server::detect_for_labelling(const DetectFields& fields) {
+  Clock::time_point t0 = Clock::now();
+  if (draining_) refuse(503, "the server is shutting down");
+  RequestBody body;
+  body.multipart = true;
+  std::string box = fields.box_threshold ? cat(*fields.box_threshold) : "",
+              text = fields.text_threshold ? cat(*fields.text_threshold) : "";
+  body.parts = {{"image", fields.image}, {"prompt", fields.prompt}};
+  if (fields.box_threshold) body.parts.emplace_back("box_threshold", box);
+  if (fields.text_threshold) body.parts.emplace_back("text_threshold", text);
+  std::shared_ptr<PipelineJob> job;
+  try {
+    job = run_pipeline_request(pipeline_model_, body);
+  } catch (...) {
+    count_failure(*pipeline_model_, t0);
+    throw;
+  }
+  completed_++;
+  count_success(*pipeline_model_, *job, t0);
+  return pipeline_->record(*job->request);
 }
 
 void Server::count_success(ServedModel& model, const Job& job, Clock::time_point t0) {

@@ -2,7 +2,8 @@
 // the KServe v2 / Triton protocol on its model and on the models of a model repository
 // (health, metadata, config, tensor infer with the binary data extension, BYTES inputs
 // through the pipeline, statistics, repository index/load/unload), GET /metrics with vlrt's
-// and Triton's metric names. Requests are parsed and preprocessed on the HTTP threads; every
+// and Triton's metric names, and the labelling tools' protocols (Label Studio's ML backend,
+// X-AnyLabeling's remote server). Requests are parsed and preprocessed on the HTTP threads; every
 // model runs on the batcher's one worker.
 #pragma once
 
@@ -15,6 +16,7 @@
 
 #include "pipelines/pipeline.h"
 #include "serve/batcher.h"
+#include "serve/labelling.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
 #include "serve/request.h"
@@ -26,6 +28,8 @@ struct Response;
 }  // namespace httplib
 
 namespace vlrt::serve {
+
+class LabelStudioBackend;
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
@@ -42,6 +46,7 @@ struct ServeOptions {
   bool warm_up = true;           // one run at start, so the plan and the gauges exist before traffic
   std::string model_repository;  // "": none; else a Triton-layout folder whose models are all loaded at start
   SessionOptions repository_session;  // the sessions of the repository's models
+  LabellingOptions labelling;         // Label Studio's and X-AnyLabeling's routes
 };
 
 // Counts for the exit line and the shutdown test.
@@ -84,6 +89,7 @@ class Server {
 
   void add_routes();
   void add_triton_routes();
+  void add_labelling_routes();
   void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
   void handle_pipeline(const httplib::Request& req, httplib::Response& res);
   void handle_infer(const httplib::Request& req, httplib::Response& res);
@@ -92,6 +98,11 @@ class Server {
                                           InferOutputs& outputs);
   std::shared_ptr<ModelJob> infer_pipeline(const std::shared_ptr<ServedModel>& model, InferRequest& request,
                                            InferOutputs& outputs);
+  // parse, preprocess, queue, postprocess: a request through the pipeline of MODEL.
+  std::shared_ptr<PipelineJob> run_pipeline_request(const std::shared_ptr<ServedModel>& model,
+                                                    const RequestBody& body);
+  // One detection for a labelling tool, counted as a request of the pipeline's model.
+  Record detect_for_labelling(const DetectFields& fields);
   void handle_metrics(httplib::Response& res);
   // The loaded model NAME (version "" or its version); HttpError 404 otherwise.
   std::shared_ptr<ServedModel> find_model(const std::string& name, const std::string& version = "") const;
@@ -114,6 +125,8 @@ class Server {
   ServeOptions options_;
   std::string model_name_;
   std::shared_ptr<ServedModel> pipeline_model_;
+  LabellingModel labelling_model_;
+  std::unique_ptr<LabelStudioBackend> label_studio_;
   std::unique_ptr<ModelRepository> repository_;
   mutable std::mutex models_mu_;
   std::map<std::string, std::shared_ptr<ServedModel>> models_;  // loaded, by name
