@@ -3,7 +3,9 @@
 // give arbitrary masks, so the tests check structure and agreement with `vlrt segment`.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_util.h"
 #include "io/files.h"
@@ -12,6 +14,7 @@
 
 namespace vlrt {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 using test::run_cli;
 using test::source_path;
@@ -21,6 +24,33 @@ namespace {
 const std::string kSam = source_path("tests/fixtures/sam/tiny");
 const std::string kImage = source_path("assets/demo.png");
 const std::string kPrompt = "'yellow heart . black ring .'";
+// The small grounding model and image of test_cli_grounding.cpp: fast label runs.
+const std::string kTinyDetector = source_path("tests/fixtures/grounding/tiny/model.onnx");
+const std::string kTinyImage = source_path("tests/fixtures/image/src.png");
+
+// A folder of two copies of the tiny image, one in a subfolder.
+std::string image_folder(const std::string& name) {
+  std::string dir = test::temp_dir(name);
+  fs::create_directories(dir + "/sub");
+  fs::copy_file(kTinyImage, dir + "/a.png");
+  fs::copy_file(kTinyImage, dir + "/sub/b.png");
+  return dir;
+}
+
+std::string label_args(const std::string& dir, const std::string& out, const std::string& extra) {
+  return "label " + dir + " --model " + kTinyDetector + " --prompt \"red circle . blue star .\" " + "--out " +
+         out + " " + extra;
+}
+
+// Polygon x y pairs: at least three points, an even count, each in [lo, hi].
+void expect_polygon(const std::vector<double>& xy, double hi_x, double hi_y) {
+  ASSERT_GE(xy.size(), 6u);
+  ASSERT_EQ(xy.size() % 2, 0u);
+  for (size_t i = 0; i < xy.size(); i++) {
+    EXPECT_GE(xy[i], 0);
+    EXPECT_LE(xy[i], i % 2 ? hi_y : hi_x);
+  }
+}
 
 vision::Mask rle_mask(const json& segmentation) {
   return vision::mask_from_rle(segmentation["size"][1], segmentation["size"][0],
@@ -55,6 +85,64 @@ TEST(MasksCli, DetectJsonHasOneRleMaskPerDetectionAsSegmentGivesForItsBox) {
   }
   vision::Image drawn = vision::load_image(dir + "/d.png");
   EXPECT_EQ(drawn.width, 434);
+}
+
+TEST(MasksCli, LabelWritesCocoRleAndPolygonsYoloSegAndLabelmePolygons) {
+  std::string dir = image_folder("masks_label_in");
+  std::string out = test::temp_dir("masks_label_out");
+  auto r = run_cli(label_args(dir, out + "/coco", "--masks " + kSam));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto coco = json::parse(read_file(out + "/coco/annotations.json"));
+  ASSERT_FALSE(coco["annotations"].empty());
+  for (auto& a : coco["annotations"]) {
+    ASSERT_TRUE(a["segmentation"].is_object()) << a.dump();
+    EXPECT_EQ(a["segmentation"]["size"], json({23, 37}));
+    EXPECT_EQ(vision::mask_area(rle_mask(a["segmentation"])), a["area"].get<int64_t>());
+  }
+
+  r = run_cli(
+      label_args(dir, out + "/poly", "--masks " + kSam + " --mask-format polygon --polygon-tolerance 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto poly = json::parse(read_file(out + "/poly/annotations.json"));
+  ASSERT_EQ(poly["annotations"].size(), coco["annotations"].size());
+  for (size_t i = 0; i < poly["annotations"].size(); i++) {
+    auto& a = poly["annotations"][i];
+    ASSERT_TRUE(a["segmentation"].is_array()) << a.dump();
+    ASSERT_FALSE(a["segmentation"].empty());
+    for (auto& p : a["segmentation"]) expect_polygon(p.get<std::vector<double>>(), 37, 23);
+    EXPECT_EQ(a["area"], coco["annotations"][i]["area"]);
+  }
+
+  r = run_cli(label_args(dir, out + "/yolo", "--masks " + kSam + " --format yolo"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string lines = read_file(out + "/yolo/labels/sub/b.txt");
+  ASSERT_FALSE(lines.empty());
+  std::istringstream in(lines);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    int id = -1;
+    ASSERT_TRUE(fields >> id) << line;
+    EXPECT_TRUE(id == 0 || id == 1) << line;
+    std::vector<double> xy;
+    for (double v; fields >> v;) xy.push_back(v);
+    EXPECT_TRUE(fields.eof()) << line;
+    expect_polygon(xy, 1, 1);
+  }
+
+  r = run_cli(label_args(dir, out + "/labelme", "--masks " + kSam + " --format labelme"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto lm = json::parse(read_file(out + "/labelme/a.json"));
+  ASSERT_FALSE(lm["shapes"].empty());
+  for (auto& s : lm["shapes"]) {
+    EXPECT_EQ(s["shape_type"], "polygon");
+    std::vector<double> xy;
+    for (auto& p : s["points"]) {
+      ASSERT_EQ(p.size(), 2u);
+      xy.push_back(p[0]), xy.push_back(p[1]);
+    }
+    expect_polygon(xy, 37, 23);
+    EXPECT_GT(s["score"].get<double>(), 0.35);
+  }
 }
 
 }  // namespace vlrt
