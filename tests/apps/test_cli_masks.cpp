@@ -145,4 +145,46 @@ TEST(MasksCli, LabelWritesCocoRleAndPolygonsYoloSegAndLabelmePolygons) {
   }
 }
 
+TEST(MasksCli, BadFoldersFormatsAndResumesAreClearErrors) {
+  std::string dir = image_folder("masks_bad_in");
+  std::string out = test::temp_dir("masks_bad_out");
+  std::string partial = test::temp_dir("masks_bad_sam");
+  fs::copy_file(kSam + "/encoder.onnx", partial + "/encoder.onnx");
+  fs::copy_file(kSam + "/sam.json", partial + "/sam.json");
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"detect " + kTinyImage + " --model " + kTinyDetector + " --prompt 'red circle .' --masks " + partial,
+       "has no decoder 'decoder.onnx'"},
+      {"detect " + kTinyImage + " --model " + kTinyDetector + " --prompt 'red circle .' --masks " + out +
+           "/none",
+       "is not a directory"},
+      {label_args(dir, out + "/1", "--masks " + kSam + " --format yolo --mask-format rle"),
+       "--format yolo cannot hold RLE masks (YOLO-seg lines are polygons)"},
+      {label_args(dir, out + "/2", "--masks " + kSam + " --format labelme --mask-format rle"),
+       "--format labelme cannot hold RLE masks"},
+      {label_args(dir, out + "/3", "--masks " + kSam + " --mask-format outline"),
+       "--mask-format must be rle or polygon, got 'outline'"},
+      {label_args(dir, out + "/4", "--mask-format polygon"), "--mask-format needs --masks SAM_DIR"},
+  };
+  for (auto& c : cases) {
+    auto r = run_cli(c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
+  }
+
+  ASSERT_EQ(run_cli(label_args(dir, out + "/run", "")).exit_code, 0);
+  auto r = run_cli(label_args(dir, out + "/run", "--masks " + kSam));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("holds an earlier run made without masks; a resumed run cannot add them"),
+            std::string::npos)
+      << r.output;
+  ASSERT_EQ(run_cli(label_args(dir, out + "/masked", "--masks " + kSam)).exit_code, 0);
+  r = run_cli(label_args(dir, out + "/masked", ""));
+  EXPECT_NE(r.output.find("holds an earlier run made with masks; a resumed run cannot drop them"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace vlrt
