@@ -1,5 +1,5 @@
 // vlrt detect IMAGE --prompt "person . bicycle ." (or --classes "phrase=name, ..."): labelled
-// boxes for one image.
+// boxes for one image; with --masks, a SAM mask for each box.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -18,18 +18,22 @@ struct DetectArgs {
   QueryArgs q;
   std::string json_out;
   std::string draw_out;
+  std::string masks;  // SAM model folder
   PipelineArgs p;
 };
 
 void detect(const DetectArgs& a) {
   auto pipeline = make_pipeline(a.p);
   auto [query, classes] = make_query(*pipeline, a.q);
+  auto segmenter = make_segmenter(a.masks, a.p);
   vision::Image img = vision::load_image(a.image);
   auto t0 = std::chrono::steady_clock::now();
   auto request = pipeline->request(query, img);
   pipeline->run({request.get()});
   pipeline->postprocess(*request);
   Record rec = pipeline->record(*request);
+  std::vector<vision::Mask> masks;
+  if (segmenter) masks = segment::segment_detections(*segmenter, img, rec.detections);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   const auto& dets = rec.detections;
@@ -38,9 +42,14 @@ void detect(const DetectArgs& a) {
   if (!dets.empty()) {
     size_t lw = 5;
     for (auto& d : dets) lw = std::max(lw, d.label.size());
-    std::printf("  %-*s  %5s  %7s %7s %7s %7s\n", int(lw), "label", "score", "x1", "y1", "x2", "y2");
-    for (auto& d : dets)
-      std::printf("  %-*s  %5.2f  %7.1f %7.1f %7.1f %7.1f\n", int(lw), d.label.c_str(), d.score, d.x1, d.y1, d.x2, d.y2);
+    std::printf("  %-*s  %5s  %7s %7s %7s %7s%s\n", int(lw), "label", "score", "x1", "y1", "x2", "y2",
+                masks.empty() ? "" : "  mask area");
+    for (size_t i = 0; i < dets.size(); i++) {
+      const auto& d = dets[i];
+      std::printf("  %-*s  %5.2f  %7.1f %7.1f %7.1f %7.1f", int(lw), d.label.c_str(), d.score, d.x1, d.y1, d.x2, d.y2);
+      if (!masks.empty()) std::printf("  %9lld", static_cast<long long>(vision::mask_area(masks[i])));
+      std::printf("\n");
+    }
   }
   if (!a.json_out.empty()) {
     nlohmann::json j;
@@ -49,17 +58,26 @@ void detect(const DetectArgs& a) {
     j["height"] = img.height;
     j["prompt"] = query->text;
     j["latency_ms"] = ms;
+    if (!masks.empty()) j["rle"] = segment::kRleFormat;
     j["detections"] = nlohmann::json::array();
-    for (auto& d : dets) {
+    for (size_t i = 0; i < dets.size(); i++) {
+      const auto& d = dets[i];
       j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
       if (!a.q.classes.empty() && d.category >= 0)
         j["detections"].back()["class_id"] = classes.class_id(size_t(d.category));
+      if (!masks.empty()) {
+        j["detections"].back()["area"] = vision::mask_area(masks[i]);
+        j["detections"].back()["segmentation"] = segment::rle_json(masks[i]);
+      }
     }
     write_file_atomically(a.json_out, j.dump(2) + "\n");
     std::printf("wrote %s\n", a.json_out.c_str());
   }
   if (!a.draw_out.empty()) {
-    write_file_atomically(a.draw_out, vision::encode_png(vision::draw_detections(img, dets)));
+    std::vector<std::string> labels;
+    for (auto& d : dets) labels.push_back(d.label);
+    const vision::Image& under = masks.empty() ? img : vision::draw_masks(img, masks, labels);
+    write_file_atomically(a.draw_out, vision::encode_png(vision::draw_detections(under, dets)));
     std::printf("wrote %s\n", a.draw_out.c_str());
   }
 }
@@ -73,8 +91,12 @@ void add_detect_command(CLI::App& app) {
                   "PNG, JPEG, BMP, GIF (first frame), WebP or TIFF image, told by its content")
       ->required();
   add_query_options(cmd, a.q);
-  cmd->add_option("--json", a.json_out, "write the detections as JSON to this file");
-  cmd->add_option("--draw", a.draw_out, "write the image with boxes and labels drawn as PNG to this file");
+  cmd->add_option("--json", a.json_out,
+                  "write the detections as JSON to this file (with --masks: each with its mask as COCO "
+                  "uncompressed RLE and its area)");
+  cmd->add_option("--draw", a.draw_out,
+                  "write the image with boxes, labels (and masks) drawn as PNG to this file");
+  add_masks_option(cmd, a.masks);
   add_pipeline_options(cmd, a.p);
   cmd->callback([] { detect(a); });
 }

@@ -1,5 +1,6 @@
 // vlrt label DIR: detections for every image under DIR, written as COCO, YOLO (with its
-// data.yaml) or LabelMe annotations; resumable, and an unreadable image does not stop the run.
+// data.yaml) or LabelMe annotations; with --masks, SAM masks as COCO RLE or polygons, YOLO-seg
+// lines and LabelMe polygons. Resumable, and an unreadable image does not stop the run.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "apps/pipeline_options.h"
 #include "io/files.h"
+#include "vision/contour.h"
 
 namespace vlrt {
 
@@ -27,6 +29,9 @@ struct LabelArgs {
   std::string format = "coco";
   std::string out;
   int batch = 0;
+  std::string masks;        // SAM model folder
+  std::string mask_format;  // rle or polygon; default: rle for coco (the only one that holds it)
+  double polygon_tolerance = 1.0;
   PipelineArgs p;
 };
 
@@ -93,12 +98,76 @@ class Progress {
   double last_print_ = -1e9;
 };
 
-json record_json(const Record& rec) {
+// A record keeps each detection's mask (when there are masks) as RLE; the writers make
+// polygons from it.
+json record_json(const Record& rec, const std::vector<vision::Mask>& masks) {
   json r = {{"width", rec.width}, {"height", rec.height}, {"detections", json::array()}};
-  for (auto& d : rec.detections)
+  for (size_t i = 0; i < rec.detections.size(); i++) {
+    const auto& d = rec.detections[i];
     r["detections"].push_back(
         {{"label", d.label}, {"class", d.category}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
+    if (!masks.empty()) {
+      r["detections"].back()["area"] = vision::mask_area(masks[i]);
+      r["detections"].back()["segmentation"] = segment::rle_json(masks[i]);
+    }
+  }
   return r;
+}
+
+vision::Mask record_mask(const json& d) {
+  const json& seg = d["segmentation"];
+  return vision::mask_from_rle(seg["size"][1], seg["size"][0], seg["counts"].get<std::vector<int64_t>>());
+}
+
+// A detection's outline for the polygon formats: the outer contours of its mask (every
+// component's, or the largest's), simplified; its box when the mask is empty.
+std::vector<vision::Polygon> detection_polygons(const json& d, double tolerance, bool largest_only) {
+  std::vector<vision::Polygon> polygons = vision::mask_polygons(record_mask(d), tolerance, largest_only);
+  if (polygons.empty()) {
+    double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
+    polygons.push_back({{x1, y1}, {x2, y1}, {x2, y2}, {x1, y2}});
+  }
+  return polygons;
+}
+
+// COCO's segmentation of a detection with a mask: its RLE, or its polygons as [x1,y1,x2,y2,...].
+json coco_segmentation(const json& d, const std::string& mask_format, double tolerance) {
+  if (mask_format == "rle") return d["segmentation"];
+  json polygons = json::array();
+  for (auto& polygon : detection_polygons(d, tolerance, false)) {
+    json flat = json::array();
+    for (auto& p : polygon) flat.push_back(p.x), flat.push_back(p.y);
+    polygons.push_back(flat);
+  }
+  return polygons;
+}
+
+// A YOLO-seg line: the class id, then the largest component's outline as x y pairs in 0..1.
+std::string yolo_seg_line(int class_id, const json& d, int w, int h, double tolerance) {
+  std::string line = std::to_string(class_id);
+  char xy[64];
+  vision::Polygon outline = detection_polygons(d, tolerance, true)[0];
+  for (auto& p : outline) {
+    std::snprintf(xy, sizeof xy, " %.6f %.6f", std::clamp(p.x / w, 0.0, 1.0), std::clamp(p.y / h, 0.0, 1.0));
+    line += xy;
+  }
+  return line + "\n";
+}
+
+// The mask format the options ask for: rle or polygon; fails on one the output format cannot hold.
+std::string mask_format_of(const LabelArgs& a) {
+  if (a.masks.empty()) {
+    if (!a.mask_format.empty()) fail("--mask-format needs --masks SAM_DIR (the masks to write)");
+    return "";
+  }
+  if (a.mask_format.empty()) return a.format == "coco" ? "rle" : "polygon";
+  if (a.mask_format != "rle" && a.mask_format != "polygon")
+    fail("--mask-format must be rle or polygon, got '", a.mask_format, "'");
+  if (a.mask_format == "rle" && a.format != "coco")
+    fail("--mask-format rle: --format ", a.format, " cannot hold RLE masks (",
+         a.format == "yolo" ? "YOLO-seg lines are polygons" : "LabelMe shapes are polygons",
+         "); use --format coco for RLE, or --mask-format polygon");
+  return a.mask_format;
 }
 
 // YOLO class names by id: the ontology's ids, a gap (ids not given to any class) named
@@ -139,7 +208,7 @@ std::string yolo_data_yaml(const fs::path& out, const fs::path& images,
 // the ontology's classes; COCO takes the given ids or the index + 1, YOLO the given ids or
 // the index.
 void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, const fs::path& records,
-                   const Ontology& classes) {
+                   const Ontology& classes, const std::string& mask_format) {
   fs::path out(a.out);
   auto coco_id = [&](int c) { return classes.explicit_ids ? classes.class_id(size_t(c)) : c + 1; };
   json coco = {{"images", json::array()}, {"annotations", json::array()}, {"categories", json::array()}};
@@ -165,6 +234,10 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
                                        {"area", (x2 - x1) * (y2 - y1)},
                                        {"iscrowd", 0},
                                        {"score", d["score"]}});
+        if (d.contains("segmentation")) {
+          coco["annotations"].back()["segmentation"] = coco_segmentation(d, mask_format, a.polygon_tolerance);
+          coco["annotations"].back()["area"] = d["area"];
+        }
       }
     } else if (a.format == "yolo") {
       std::string txt;
@@ -172,6 +245,10 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
       for (auto& d : r["detections"]) {
         int c = d["class"];
         if (c < 0) continue;
+        if (d.contains("segmentation")) {
+          txt += yolo_seg_line(classes.class_id(size_t(c)), d, w, h, a.polygon_tolerance);
+          continue;
+        }
         double x1 = d["box"][0], y1 = d["box"][1], x2 = d["box"][2], y2 = d["box"][3];
         std::snprintf(line, sizeof line, "%d %.6f %.6f %.6f %.6f\n", classes.class_id(size_t(c)),
                       (x1 + x2) / 2 / w, (y1 + y2) / 2 / h, (x2 - x1) / w, (y2 - y1) / h);
@@ -182,17 +259,24 @@ void write_outputs(const LabelArgs& a, const std::vector<std::string>& images, c
       json lm = {{"version", "5.0.1"},  {"flags", json::object()},        {"shapes", json::array()},
                  {"imagePath", fs::relative(fs::path(a.dir) / images[i], (out / stem).parent_path()).generic_string()},
                  {"imageData", nullptr}, {"imageHeight", h},            {"imageWidth", w}};
-      // Rectangles as X-AnyLabeling writes them: four corners clockwise from the top left, and a score.
+      // Shapes as X-AnyLabeling writes them, with a score: rectangles (four corners clockwise
+      // from the top left) or, with masks, polygons (the largest component's outer contour).
       for (auto& d : r["detections"]) {
         if (int(d["class"]) < 0) continue;
         const json &x1 = d["box"][0], &y1 = d["box"][1], &x2 = d["box"][2], &y2 = d["box"][3];
+        json points = {{x1, y1}, {x2, y1}, {x2, y2}, {x1, y2}};
+        if (d.contains("segmentation")) {
+          points = json::array();
+          vision::Polygon outline = detection_polygons(d, a.polygon_tolerance, true)[0];
+          for (auto& p : outline) points.push_back({p.x, p.y});
+        }
         lm["shapes"].push_back({{"label", d["label"]},
                                 {"score", d["score"]},
-                                {"points", {{x1, y1}, {x2, y1}, {x2, y2}, {x1, y2}}},
+                                {"points", points},
                                 {"group_id", nullptr},
                                 {"description", ""},
                                 {"difficult", false},
-                                {"shape_type", "rectangle"},
+                                {"shape_type", d.contains("segmentation") ? "polygon" : "rectangle"},
                                 {"flags", json::object()}});
       }
       write_output_file(out / (stem.string() + ".json"), lm.dump(2) + "\n");
@@ -212,8 +296,10 @@ int label(const LabelArgs& a) {
   if (!fs::is_directory(a.dir)) fail(a.dir, ": not a directory (expected a folder of images)");
   if (a.format != "coco" && a.format != "yolo" && a.format != "labelme")
     fail("--format must be coco, yolo or labelme, got '", a.format, "'");
+  std::string mask_format = mask_format_of(a);
   auto pipeline = make_pipeline(a.p);
   auto [query, classes] = make_query(*pipeline, a.q);
+  auto segmenter = make_segmenter(a.masks, a.p);
 
   fs::path out(a.out), state = out / ".vlrt-label", records = state / "records";
   fs::create_directories(records);
@@ -230,9 +316,15 @@ int label(const LabelArgs& a) {
                                 {"id", classes.class_id(size_t(c))}});
     }
   }
+  if (segmenter)
+    run["masks"] = {{"sam", a.masks}, {"mask_format", mask_format}, {"polygon_tolerance", a.polygon_tolerance}};
   fs::path run_file = state / "run.json";
   if (fs::exists(run_file)) {
     json prev = json::parse(read_file(run_file.string()));
+    if (prev.contains("masks") != run.contains("masks"))
+      fail(a.out, " holds an earlier run made ", prev.contains("masks") ? "with" : "without",
+           " masks; a resumed run cannot ", run.contains("masks") ? "add" : "drop",
+           " them. Use another --out directory or delete it to start over");
     if (prev != run)
       fail(a.out, " holds an earlier run with other settings (", prev.dump(), "); use another --out directory "
            "or delete it to start over");
@@ -258,6 +350,7 @@ int label(const LabelArgs& a) {
     // grounding: the same model input size).
     std::vector<std::string> names;
     std::vector<std::unique_ptr<Request>> requests;
+    std::vector<vision::Image> decoded;  // kept for the masks
     int64_t limit = 1;
     while (i < todo.size()) {
       vision::Image img;
@@ -282,6 +375,7 @@ int label(const LabelArgs& a) {
       }
       names.push_back(todo[i]);
       requests.push_back(std::move(r));
+      if (segmenter) decoded.push_back(std::move(img));
       i++;
       if (int64_t(requests.size()) >= limit) break;
     }
@@ -295,7 +389,9 @@ int label(const LabelArgs& a) {
     for (size_t k = 0; k < requests.size(); k++) {
       pipeline->postprocess(*requests[k]);
       Record rec = pipeline->record(*requests[k]);
-      write_output_file(records / (names[k] + ".json"), record_json(rec).dump() + "\n");
+      std::vector<vision::Mask> masks;
+      if (segmenter) masks = segment::segment_detections(*segmenter, decoded[k], rec.detections);
+      write_output_file(records / (names[k] + ".json"), record_json(rec, masks).dump() + "\n");
       boxes += rec.detections.size();
     }
     done += requests.size();
@@ -303,7 +399,7 @@ int label(const LabelArgs& a) {
     progress.update(done, fresh);
   }
   progress.finish();
-  write_outputs(a, images, records, classes);
+  write_outputs(a, images, records, classes, mask_format);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("labelled %zu images (%zu now, %zu from an earlier run), %zu boxes, %zu unreadable skipped, "
               "%.1f s (%.2f img/s); annotations (%s) in %s\n",
@@ -327,8 +423,17 @@ void add_label_command(CLI::App& app) {
   add_query_options(cmd, a.q);
   cmd->add_option("-f,--format", a.format,
                   "coco (annotations.json), yolo (labels/*.txt, classes.txt and data.yaml) or labelme "
-                  "(4-point rectangles with scores)")
+                  "(4-point rectangles with scores); with --masks: COCO segmentation, YOLO-seg lines, LabelMe "
+                  "polygons")
       ->capture_default_str();
+  add_masks_option(cmd, a.masks);
+  cmd->add_option("--mask-format", a.mask_format,
+                  "rle (COCO uncompressed RLE; coco only, its default) or polygon (every component's outer "
+                  "contour for coco; the largest component's for yolo and labelme, their default)");
+  cmd->add_option("--polygon-tolerance", a.polygon_tolerance,
+                  "Douglas-Peucker tolerance in pixels for mask polygons; 0 keeps every contour corner")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("-o,--out", a.out, "output folder; rerun with the same folder to resume")->required();
   cmd->add_option("--batch", a.batch, "images per run of the model (default: what the memory plan allows, up to 8)")
       ->check(CLI::Range(0, 1024));

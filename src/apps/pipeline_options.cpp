@@ -64,6 +64,17 @@ std::pair<std::shared_ptr<const Query>, Ontology> make_query(const Pipeline& pip
   return {query, classes};
 }
 
+void add_masks_option(CLI::App* cmd, std::string& sam_dir) {
+  cmd->add_option("--masks", sam_dir,
+                  "SAM model folder (encoder.onnx, decoder.onnx, sam.json; tools/export_sam.py writes one): "
+                  "segment every detection, its box the prompt (default: boxes only)");
+}
+
+std::unique_ptr<segment::Segmenter> make_segmenter(const std::string& sam_dir, const PipelineArgs& args) {
+  if (sam_dir.empty()) return nullptr;
+  return std::make_unique<segment::Segmenter>(sam_dir, session_options(args));
+}
+
 SessionOptions session_options(const PipelineArgs& a) {
   SessionOptions options;
   options.threads = a.threads;

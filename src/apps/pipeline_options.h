@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "pipelines/pipeline.h"
+#include "pipelines/segment/segmenter.h"
 
 namespace vlrt {
 
@@ -33,6 +34,11 @@ struct QueryArgs {
 
 void add_pipeline_options(CLI::App* cmd, PipelineArgs& args);
 void add_query_options(CLI::App* cmd, QueryArgs& args);
+// --masks SAM_DIR (detect and label): a SAM model folder; every detection gets a mask.
+void add_masks_option(CLI::App* cmd, std::string& sam_dir);
+// The SAM model --masks names, on the devices and threads of the pipeline options; null when
+// --masks is not given. Fails naming what the folder lacks.
+std::unique_ptr<segment::Segmenter> make_segmenter(const std::string& sam_dir, const PipelineArgs& args);
 // The session options the device, memory and thread flags ask for.
 SessionOptions session_options(const PipelineArgs& args);
 // Loads the model (the pipeline's shipped model when none is given) and makes the pipeline

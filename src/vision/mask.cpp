@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+
 namespace vlrt::vision {
 
 int64_t mask_area(const Mask& mask) { return std::count(mask.pixels.begin(), mask.pixels.end(), uint8_t(1)); }
@@ -33,6 +35,20 @@ std::vector<int64_t> rle_counts(const Mask& mask) {
     }
   counts.push_back(run);
   return counts;
+}
+
+Mask mask_from_rle(int width, int height, const std::vector<int64_t>& counts) {
+  Mask mask{width, height, std::vector<uint8_t>(size_t(width) * size_t(height), 0)};
+  int64_t total = int64_t(width) * height, at = 0;
+  for (size_t i = 0; i < counts.size(); i++) {
+    VLRT_CHECK(counts[i] >= 0 && counts[i] <= total - at, "RLE counts of a ", width, "x", height,
+               " mask run past its ", total, " pixels (run ", i, " is ", counts[i], ")");
+    if (i % 2)
+      for (int64_t p = at; p < at + counts[i]; p++) mask.pixels[size_t(p % height) * size_t(width) + size_t(p / height)] = 1;
+    at += counts[i];
+  }
+  VLRT_CHECK(at == total, "RLE counts of a ", width, "x", height, " mask cover ", at, " pixels, expected ", total);
+  return mask;
 }
 
 }  // namespace vlrt::vision

@@ -23,5 +23,7 @@ MaskBox mask_box(const Mask& mask);
 // COCO's uncompressed RLE: run lengths over the pixels in column-major order (down each
 // column, columns left to right), starting with a run of zeros (0 when the first pixel is set).
 std::vector<int64_t> rle_counts(const Mask& mask);
+// The mask those counts encode; fails when they are negative or do not sum to width * height.
+Mask mask_from_rle(int width, int height, const std::vector<int64_t>& counts);
 
 }  // namespace vlrt::vision

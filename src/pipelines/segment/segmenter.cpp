@@ -287,6 +287,10 @@ nlohmann::json prompt_json(const Prompt& p) {
 
 }  // namespace
 
+nlohmann::json rle_json(const vision::Mask& mask) {
+  return {{"size", {mask.height, mask.width}}, {"counts", vision::rle_counts(mask)}};
+}
+
 nlohmann::json masks_json(const std::vector<Segment>& segments) {
   nlohmann::json out = nlohmann::json::array();
   for (auto& s : segments) {
@@ -297,10 +301,27 @@ nlohmann::json masks_json(const std::vector<Segment>& segments) {
                    {"iou_predictions", s.iou_predictions},
                    {"area", vision::mask_area(s.mask)},
                    {"bbox", {b.x1, b.y1, b.x2 - b.x1, b.y2 - b.y1}},
-                   {"segmentation",
-                    {{"size", {s.mask.height, s.mask.width}}, {"counts", vision::rle_counts(s.mask)}}}});
+                   {"segmentation", rle_json(s.mask)}});
   }
   return out;
+}
+
+std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const vision::Image& image,
+                                             const std::vector<vision::Detection>& detections) {
+  std::vector<vision::Mask> masks(detections.size(), vision::Mask{image.width, image.height, {}});
+  std::vector<Prompt> prompts;
+  std::vector<size_t> prompted;
+  for (size_t i = 0; i < detections.size(); i++) {
+    const vision::Detection& d = detections[i];
+    masks[i].pixels.assign(size_t(image.width) * size_t(image.height), 0);
+    if (!(d.x2 > d.x1) || !(d.y2 > d.y1)) continue;
+    prompts.push_back({Box{d.x1, d.y1, d.x2, d.y2}, {}});
+    prompted.push_back(i);
+  }
+  if (prompts.empty()) return masks;
+  std::vector<Segment> segments = segmenter.segment(segmenter.embed(image), prompts);
+  for (size_t k = 0; k < prompted.size(); k++) masks[prompted[k]] = std::move(segments[k].mask);
+  return masks;
 }
 
 }  // namespace vlrt::segment

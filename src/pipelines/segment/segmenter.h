@@ -18,6 +18,7 @@
 
 #include "exec/session.h"
 #include "pipelines/segment/prompt.h"
+#include "vision/detection.h"
 #include "vision/image.h"
 #include "vision/mask.h"
 
@@ -70,6 +71,8 @@ int select_mask(const std::vector<float>& iou_predictions, int64_t decoder_point
 // What the "counts" of masks_json are.
 inline constexpr const char* kRleFormat =
     "COCO uncompressed: counts are run lengths in column-major order, starting with 0s";
+// A mask as COCO's uncompressed RLE: {size: [h,w], counts} (kRleFormat).
+nlohmann::json rle_json(const vision::Mask& mask);
 // Per segment: prompt, mask_index, iou_prediction, iou_predictions, area, bbox [x,y,w,h] and
 // segmentation {size: [h,w], counts} (kRleFormat).
 nlohmann::json masks_json(const std::vector<Segment>& segments);
@@ -99,5 +102,10 @@ class Segmenter {
   int64_t mask_input_size_ = 256;
   bool batch_prompts_ = false;  // the decoder's point_coords has a dynamic batch axis
 };
+
+// One mask per detection, its box the prompt: the encoder runs once for the image and the
+// decoder once per batch of boxes. A box with no width or height gets an empty mask.
+std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const vision::Image& image,
+                                             const std::vector<vision::Detection>& detections);
 
 }  // namespace vlrt::segment
