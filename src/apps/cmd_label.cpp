@@ -405,6 +405,10 @@ int label(const LabelArgs& a) {
               "%.1f s (%.2f img/s); annotations (%s) in %s\n",
               images.size() - failed, fresh, already, boxes, failed, secs, secs > 0 ? double(fresh) / secs : 0.0,
               a.format.c_str(), a.out.c_str());
+  BranchStats text = pipeline->session().branch_stats();
+  if (text.hits + text.misses > 0)
+    std::printf("text branch: %.1f ms over %lld runs (%lld computed, %lld from the cache of %zu entries)\n", text.ms,
+                (long long)(text.hits + text.misses), (long long)text.misses, (long long)text.hits, text.capacity);
   return failed ? 2 : 0;
 }
 

@@ -32,6 +32,12 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--max-side", a.max_side,
                   "... unless the long side would exceed this (default: the model's, else 1333)")
       ->check(CLI::Range(16, 16384));
+  cmd->add_option("--max-phrases-per-pass", a.max_phrases_per_pass,
+                  "a prompt longer than the model's text length runs as passes of whole phrases, the "
+                  "detections merged; at most this many phrases per pass (default: as many as fit)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_flag("--no-text-cache", a.no_text_cache,
+                "compute the prompt's text branch for every batch instead of once per prompt (for timing)");
   cmd->add_option("--size", a.size, "WxH: resize every image to exactly this (models with static shapes)");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   add_device_options(cmd, a.device_args);
@@ -93,6 +99,8 @@ std::unique_ptr<Pipeline> make_pipeline(const PipelineArgs& a) {
   if (a.nms_agnostic) config.settings["nms_agnostic"] = 1;
   if (a.short_side) config.settings["short_side"] = *a.short_side;
   if (a.max_side) config.settings["max_side"] = *a.max_side;
+  if (a.no_text_cache) config.settings["text_cache"] = 0;
+  if (a.max_phrases_per_pass) config.settings["max_phrases_per_pass"] = *a.max_phrases_per_pass;
   if (!a.size.empty()) {
     auto [name, shape] = parse_shape_arg("size=" + a.size);
     if (shape.size() != 2 || shape[0] <= 0 || shape[1] <= 0)

@@ -19,6 +19,8 @@ struct PipelineArgs {
   std::optional<float> box_threshold, text_threshold, nms;
   bool nms_agnostic = false;
   std::optional<int> short_side, max_side;
+  std::optional<int> max_phrases_per_pass;
+  bool no_text_cache = false;
   std::string size;  // "WxH": fixed input size
   int threads = 0;
   DeviceArgs device_args;

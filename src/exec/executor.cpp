@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "exec/control_flow.h"
@@ -286,7 +287,40 @@ void Executor::observe_outputs(const Plan& plan, const Step& s) {
   }
 }
 
-TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs) {
+void Executor::restore_branch_values(const Plan& plan, const Step& s, const BranchValues& cached) {
+  for (int k : s.outputs) {
+    auto it = k < 0 ? cached.values.end() : cached.values.find(k);
+    if (it == cached.values.end()) continue;
+    // Outside the arena, the consumers' own copy: one may write in place.
+    const Tensor& host = it->second;
+    Backend& b = *lanes_[plan.slots[size_t(k)].lane].backend;
+    Tensor t(host.dtype(), host.shape(), b.allocate(host.nbytes()), 0);
+    b.copy_from_host(host, t);
+    values_[size_t(k)] = std::move(t);
+  }
+}
+
+void Executor::capture_branch_values(const Plan& plan, const Step& s, const Branch& branch, BranchValues& captured) {
+  for (int k : s.outputs) {
+    if (k < 0 || std::find(branch.boundary.begin(), branch.boundary.end(), k) == branch.boundary.end()) continue;
+    const Tensor& t = values_[size_t(k)];
+    if (!t.is_tensor()) {
+      captured.complete = false;
+      continue;
+    }
+    Backend& b = *lanes_[plan.slots[size_t(k)].lane].backend;
+    if (b.host_visible()) {
+      captured.values[k] = t.clone();
+    } else {
+      b.synchronize();
+      Tensor host(t.dtype(), t.shape());
+      b.copy_to_host(t, host);
+      captured.values[k] = std::move(host);
+    }
+  }
+}
+
+TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs, BranchRun* branch) {
   lanes_ = bind_lanes(plan);
   values_.assign(plan.slots.size(), Tensor{});
   for (auto& [name, slot] : plan.inputs) {
@@ -296,10 +330,21 @@ TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const Te
   }
   for (size_t si = 0; si < plan.steps.size(); si++) {
     const Step& s = plan.steps[si];
-    if (s.kind == Step::Kind::copy) run_copy(plan, prepared, s);
-    else if (s.control_flow) run_control_flow_step(plan, prepared, si);
-    else run_node_step(plan, prepared, si);
-    if (observer_ && s.kind == Step::Kind::run) observe_outputs(plan, s);
+    bool in_branch = branch && branch->branch->in_branch[si];
+    auto t0 = std::chrono::steady_clock::now();
+    if (in_branch && branch->cached) {
+      restore_branch_values(plan, s, *branch->cached);
+    } else {
+      if (s.kind == Step::Kind::copy) run_copy(plan, prepared, s);
+      else if (s.control_flow) run_control_flow_step(plan, prepared, si);
+      else run_node_step(plan, prepared, si);
+      if (observer_ && s.kind == Step::Kind::run) observe_outputs(plan, s);
+      if (in_branch && branch->captured) capture_branch_values(plan, s, *branch->branch, *branch->captured);
+    }
+    if (in_branch) {
+      if (!lanes_[s.lane].backend->host_visible()) lanes_[s.lane].backend->synchronize();
+      branch->ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
     for (int k : s.release) values_[size_t(k)] = Tensor{};
   }
   for (auto& lane : lanes_) lane.backend->synchronize();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "exec/branch_cache.h"
 #include "plan/plan.h"
 
 namespace vlrt {
@@ -52,8 +53,10 @@ class Executor {
   // bytes of that state must be what the plan counted.
   PreparedPlan prepare(const InferredGraph& inferred, const Plan& plan);
   // Runs every step of `plan` (made for these inputs' shapes); returns the graph
-  // outputs as host tensors the caller owns.
-  TensorMap run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs);
+  // outputs as host tensors the caller owns. With `branch`: skips the branch's steps and puts
+  // its cached values in place, or keeps its values as they are made.
+  TensorMap run(const Plan& plan, const PreparedPlan& prepared, const TensorMap& inputs,
+                BranchRun* branch = nullptr);
 
   Backend& backend(const Device& d);
   // Highest arena offset used on a device since the last reset (0 if none).
@@ -81,6 +84,8 @@ class Executor {
   void run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
   TensorMap collect_outputs(const Plan& plan, const PreparedPlan& prepared) const;
   void observe_outputs(const Plan& plan, const Step& s);
+  void restore_branch_values(const Plan& plan, const Step& s, const BranchValues& cached);
+  void capture_branch_values(const Plan& plan, const Step& s, const Branch& branch, BranchValues& captured);
 
   const Model& model_;
   int threads_;

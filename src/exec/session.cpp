@@ -18,7 +18,20 @@ std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inp
 }
 
 Session::Session(Model model, SessionOptions options)
-    : model_(std::move(model)), options_(std::move(options)), executor_(model_, options_.threads) {
+    : model_(std::move(model)),
+      options_(std::move(options)),
+      executor_(model_, options_.threads),
+      branch_cache_(options_.branch_cache_entries) {
+  for (auto& name : options_.cached_inputs) {
+    std::string names;
+    bool declared = false;
+    for (auto& d : model_.graph.inputs) {
+      declared = declared || d.name == name;
+      names += (names.empty() ? "" : ", ") + d.name;
+    }
+    if (!declared)
+      fail(model_.path, ": the cached inputs name '", name, "', which is not an input of the model (", names, ")");
+  }
   int64_t opset = model_.opset();
   if (opset > kMaxOpset)
     unsupported(model_.path, ": opset ", opset, " is newer than vlrt supports (", kMinOpset, "..", kMaxOpset,
@@ -164,6 +177,7 @@ Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType,
     in[name] = v;
   }
   Prepared p;
+  p.key = key;
   p.inferred = infer_shapes(model_, in, host());
   PlanHooks hooks;
   hooks.supports = [this](const Device& d, const Node& n, const std::vector<DType>& dt, std::string* why) {
@@ -197,7 +211,34 @@ TensorMap Session::run(const TensorMap& inputs) {
     p.state = executor_.prepare(p.inferred, *p.plan);
     p.state_made = true;
   }
-  return executor_.run(*p.plan, p.state, inputs);
+  if (options_.cached_inputs.empty()) return executor_.run(*p.plan, p.state, inputs);
+  BranchRun run{&branch_of(p)};
+  std::vector<Tensor> content;
+  for (auto& name : options_.cached_inputs) content.push_back(inputs.at(name));
+  auto cached = branch_cache_.find(p.key, content);
+  BranchValues fresh;
+  if (cached) {
+    run.cached = cached.get();
+  } else if (options_.branch_cache_entries > 0) {
+    for (auto& t : content) fresh.inputs.push_back(t.clone());
+    run.captured = &fresh;
+  }
+  TensorMap out = executor_.run(*p.plan, p.state, inputs, &run);
+  branch_cache_.add_time(run.ms);
+  if (!cached) branch_cache_.insert(p.key, std::move(fresh));
+  return out;
+}
+
+const Branch& Session::branch_of(Prepared& p) {
+  if (!p.branch_found) {
+    p.branch = find_branch(*p.plan, options_.cached_inputs);
+    p.branch_found = true;
+  }
+  return p.branch;
+}
+
+const Branch& Session::branch(const std::map<std::string, std::pair<DType, Shape>>& inputs) {
+  return branch_of(prepare(inputs));
 }
 
 std::string Session::batch_symbol() const {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/branch_cache.h"
 #include "exec/executor.h"
 #include "graph/graph.h"
 #include "passes/fusion.h"
@@ -34,6 +35,10 @@ struct SessionOptions {
   // ONNX Runtime's exact values but runs 16x slower than unfused); VLRT_FUSE_QDQ=1 turns it on.
   // Never with VLRT_REFERENCE_KERNELS=1, or when a listed device is not the CPU.
   bool fuse_qdq = qdq_fusion_requested();
+  // Graph inputs whose branch (the values that depend on them alone) is computed once per
+  // distinct content and reused (exec/branch_cache.h); empty: none.
+  std::vector<std::string> cached_inputs;
+  size_t branch_cache_entries = 4;  // 0: the branch is found and timed, never cached
 };
 
 class Session {
@@ -62,6 +67,10 @@ class Session {
 
   // Runs the whole graph; returns every graph output.
   TensorMap run(const TensorMap& inputs);
+  // The cached branch of the plan for these inputs (options.cached_inputs), and what the
+  // cache did so far.
+  const Branch& branch(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+  BranchStats branch_stats() const { return branch_cache_.stats(); }
 
   // The name of the batch dimension (axis 0 of the inputs, symbolic), or "".
   std::string batch_symbol() const;
@@ -75,10 +84,14 @@ class Session {
     std::unique_ptr<Plan> plan;
     PreparedPlan state;  // made at the first run of the plan
     bool state_made = false;
+    std::string key;  // the input signature
+    Branch branch;    // of options.cached_inputs, found when first asked for
+    bool branch_found = false;
   };
   // `kinds`: inputs given as sequences or optionals (the others: as declared).
   Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs,
                     const std::map<std::string, ValueKind>& kinds = {});
+  const Branch& branch_of(Prepared& p);
   // Fails naming the node when no listed device (nor the host, for folding) runs its op.
   void check_supported();
   Backend& host() { return executor_.backend(Device{}); }
@@ -89,6 +102,7 @@ class Session {
   QdqFusionCounts qdq_fusion_;
   Executor executor_;
   std::map<std::string, Prepared> prepared_;  // by input signature
+  BranchCache branch_cache_;
   // Symbols whose sizes differed between inputs, warned about once; check_inputs runs on
   // server threads.
   mutable std::mutex warned_mutex_;

@@ -77,7 +77,8 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
       for (int64_t t = ph.begin; t < ph.end && t < token_slots; t++) {
         if (prob[t] > best_phrase) {
           best_phrase = prob[t];
-          d.category = classes ? classes->phrase_class[p] : int(p);
+          size_t phrase = caption.first_phrase + p;
+          d.category = classes ? classes->phrase_class[phrase] : int(phrase);
           d.label = classes ? classes->classes[size_t(d.category)].name : ph.text;
         }
       }
@@ -92,6 +93,14 @@ std::vector<Detection> postprocess(const float* logits, const float* boxes, int6
     d.y2 = clampf(cy + h / 2, float(image_height));
     out.push_back(d);
   }
+  std::stable_sort(out.begin(), out.end(), [](const Detection& a, const Detection& b) { return a.score > b.score; });
+  if (o.nms_iou > 0) out = vision::suppress_overlaps(out, o.nms_iou, o.nms_agnostic);
+  return out;
+}
+
+std::vector<Detection> merge_passes(std::vector<std::vector<Detection>> per_pass, const DetectOptions& o) {
+  std::vector<Detection> out;
+  for (auto& pass : per_pass) out.insert(out.end(), pass.begin(), pass.end());
   std::stable_sort(out.begin(), out.end(), [](const Detection& a, const Detection& b) { return a.score > b.score; });
   if (o.nms_iou > 0) out = vision::suppress_overlaps(out, o.nms_iou, o.nms_agnostic);
   return out;
@@ -120,6 +129,10 @@ Detector::Detector(Model model, const std::string& vocab_path, SessionOptions se
   options_.text_threshold = metadata_float(model, "vlrt.text_threshold", options_.text_threshold);
   options_.nms_iou = metadata_float(model, "vlrt.nms", options_.nms_iou);
   options_.nms_agnostic = metadata_float(model, "vlrt.nms_agnostic", 0) != 0;
+  // The token axis of the logits bounds a caption's length.
+  for (auto& v : model.graph.outputs)
+    if (v.name == "logits" && v.has_shape && v.dims.size() == 3 && v.dims[2].value > 0)
+      options_.max_text_length = v.dims[2].value;
   // Fixed-size exports: every image is resized to the declared H and W.
   for (auto& v : model.graph.inputs)
     if (v.name == "img" && v.has_shape && v.dims.size() == 4 && v.dims[2].value > 0 && v.dims[3].value > 0) {
@@ -131,6 +144,10 @@ Detector::Detector(Model model, const std::string& vocab_path, SessionOptions se
 
 EncodedCaption Detector::encode(const std::string& prompt) const {
   return encode_caption(tokenizer_, prompt, options_.max_text_length);
+}
+
+std::vector<EncodedCaption> Detector::encode_passes(const std::string& prompt) const {
+  return split_caption(tokenizer_, prompt, options_.max_text_length, options_.max_phrases_per_pass);
 }
 
 std::map<std::string, std::pair<DType, Shape>> grounding_signature(int64_t n, int width, int height,

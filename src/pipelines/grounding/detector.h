@@ -27,7 +27,8 @@ struct DetectOptions {
   float nms_iou = 0;          // > 0: non-maximum suppression at this IoU ...
   bool nms_agnostic = false;  // ... across labels, not per label
   vision::ResizeOptions resize;
-  int64_t max_text_length = kDefaultMaxTextLength;
+  int64_t max_text_length = kDefaultMaxTextLength;  // the model's logits' token axis when it declares one
+  size_t max_phrases_per_pass = 0;                    // 0: as many as max_text_length holds
 };
 
 // Checks a model against the GroundingDINO ONNX contract (inputs img, input_ids,
@@ -37,11 +38,16 @@ void check_grounding_contract(const Model& model);
 
 // Sigmoid, box threshold, phrase labels, pixel boxes, optional NMS: one image's detections.
 // `logits` is [Q,T] (pre-sigmoid), `boxes` [Q,4] normalized cx,cy,w,h. With `classes` (whose
-// phrases are the caption's, in order) detections are labelled with class names.
+// phrases are the prompt's, in order) detections are labelled with class names. A pass of a
+// longer prompt (caption.first_phrase > 0) gives categories in that prompt's phrases.
 std::vector<Detection> postprocess(const float* logits, const float* boxes, int64_t queries,
                                    int64_t token_slots, const EncodedCaption& caption, int image_width,
                                    int image_height, const DetectOptions& options,
                                    const Ontology* classes = nullptr);
+
+// One image's detections of the passes of a prompt (each postprocessed without NMS), merged:
+// ordered by score, then suppressed as the options say, across passes.
+std::vector<Detection> merge_passes(std::vector<std::vector<Detection>> per_pass, const DetectOptions& options);
 
 // The model's inputs: `img` [n,3,H,W] already normalized, the caption's text tensors
 // repeated for each of the n images.
@@ -63,6 +69,8 @@ class Detector {
 
   // Tokenizes once; a truncation warning is returned in caption.warning.
   EncodedCaption encode(const std::string& prompt) const;
+  // The prompt as passes of whole phrases that each fit the model (split_caption).
+  std::vector<EncodedCaption> encode_passes(const std::string& prompt) const;
   // The model's input size for an image of this size.
   std::pair<int, int> input_size(const vision::Image& img) const { return vision::target_size(img.width, img.height, options_.resize); }
   // Detections for each image; images of different sizes run one by one, same-sized

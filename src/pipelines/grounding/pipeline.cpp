@@ -2,6 +2,7 @@
 // /v1/detect, labelled with by `vlrt label`, run by `vlrt detect`.
 #include "pipelines/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -17,7 +18,7 @@ namespace grounding {
 namespace {
 
 struct GroundingQuery : Query {
-  EncodedCaption caption;
+  std::vector<EncodedCaption> passes;  // one, unless the prompt is longer than the model's text length
   std::optional<Ontology> classes;  // none: each phrase is its own label
 };
 
@@ -28,7 +29,7 @@ struct GroundingRequest : Request {
   int width = 0, height = 0;  // the original image
   int input_width = 0, input_height = 0;
   Tensor pixels;         // float32 [1,3,h,w], normalized
-  Tensor logits, boxes;  // the whole batch's outputs (shared); this request's row
+  std::vector<std::pair<Tensor, Tensor>> outputs;  // per pass: the whole batch's logits and boxes (shared)
   int64_t row = 0;
   std::vector<Detection> detections;
 };
@@ -81,7 +82,9 @@ class GroundingPipeline : public Pipeline {
 
   Signature signature(const Request& base, int64_t n) const override {
     const GroundingRequest& r = as_grounding(base);
-    return grounding_signature(n, r.input_width, r.input_height, int64_t(r.query->caption.input_ids.size()));
+    size_t longest = 0;
+    for (auto& pass : r.query->passes) longest = std::max(longest, pass.input_ids.size());
+    return grounding_signature(n, r.input_width, r.input_height, int64_t(longest));
   }
 
   void run(const std::vector<Request*>& batch) override {
@@ -94,22 +97,30 @@ class GroundingPipeline : public Pipeline {
                   r.pixels.nbytes());
       r.pixels = Tensor();
     }
-    auto [logits, boxes] = detector_->run(std::move(img), first.query->caption);
+    std::vector<std::pair<Tensor, Tensor>> outputs;
+    for (auto& pass : first.query->passes) outputs.push_back(detector_->run(img, pass));
     for (int64_t i = 0; i < n; i++) {
       GroundingRequest& r = as_grounding(*batch[size_t(i)]);
-      r.logits = logits;
-      r.boxes = boxes;
+      r.outputs = outputs;
       r.row = i;
     }
   }
 
   void postprocess(Request& base) const override {
     GroundingRequest& r = as_grounding(base);
-    int64_t q = r.logits.dim(1), t = r.logits.dim(2);
-    r.detections = grounding::postprocess(
-        r.logits.data<float>() + r.row * q * t, r.boxes.data<float>() + r.row * q * 4, q, t, r.query->caption,
-        r.width, r.height, r.options, r.query->classes ? &*r.query->classes : nullptr);
-    r.logits = r.boxes = Tensor();
+    DetectOptions per_pass = r.options;
+    per_pass.nms_iou = 0;  // after merging
+    std::vector<std::vector<Detection>> found;
+    for (size_t p = 0; p < r.outputs.size(); p++) {
+      const auto& [logits, boxes] = r.outputs[p];
+      int64_t q = logits.dim(1), t = logits.dim(2);
+      found.push_back(grounding::postprocess(logits.data<float>() + r.row * q * t,
+                                             boxes.data<float>() + r.row * q * 4, q, t, r.query->passes[p],
+                                             r.width, r.height, per_pass,
+                                             r.query->classes ? &*r.query->classes : nullptr));
+    }
+    r.detections = merge_passes(std::move(found), r.options);
+    r.outputs.clear();
   }
 
   nlohmann::json response(const Request& base) const override {
@@ -123,10 +134,11 @@ class GroundingPipeline : public Pipeline {
            {"score", round_to(d.score, 1e5)},
            {"box", {round_to(d.x1, 100), round_to(d.y1, 100), round_to(d.x2, 100), round_to(d.y2, 100)}}});
     json body = {{"detections", dets},
-                 {"prompt", r.query->caption.caption},
+                 {"prompt", r.query->text},
                  {"image", {{"width", r.width}, {"height", r.height}}},
                  {"model_input", {{"width", r.input_width}, {"height", r.input_height}}}};
-    if (!r.query->caption.warning.empty()) body["warning"] = r.query->caption.warning;
+    if (!r.query->warning.empty()) body["warning"] = r.query->warning;
+    if (r.query->passes.size() > 1) body["passes"] = r.query->passes.size();
     return body;
   }
 
@@ -142,7 +154,7 @@ class GroundingPipeline : public Pipeline {
 
   std::shared_ptr<const Query> query(const Ontology& classes) const override {
     auto q = make_query(classes.prompt());
-    size_t phrases = q->caption.phrases.size() + q->caption.dropped_phrases.size();
+    size_t phrases = q->categories.size();
     if (phrases != classes.phrases.size())
       fail("the prompt \"", classes.prompt(), "\" made of the classes' phrases tokenizes to ", phrases,
            " phrases, not ", classes.phrases.size(), "; a phrase with no words cannot be a class");
@@ -168,22 +180,24 @@ class GroundingPipeline : public Pipeline {
 
   nlohmann::json settings(const Query& q) const override {
     const DetectOptions& o = detector_->options();
-    return {{"prompt", q.text},
+    nlohmann::json s = {{"prompt", q.text},
             {"box_threshold", o.box_threshold},
             {"text_threshold", o.text_threshold},
             {"nms", o.nms_iou},
             {"nms_agnostic", o.nms_agnostic},
             {"short_side", o.resize.short_side},
             {"max_side", o.resize.max_side}};
+    if (o.max_phrases_per_pass > 0) s["max_phrases_per_pass"] = o.max_phrases_per_pass;
+    return s;
   }
 
  private:
   std::shared_ptr<GroundingQuery> make_query(const std::string& prompt) const {
     auto q = std::make_shared<GroundingQuery>();
-    q->caption = detector_->encode(prompt);
-    q->text = q->caption.caption;
-    q->warning = q->caption.warning;
-    for (auto& p : q->caption.phrases) q->categories.push_back(p.text);
+    q->passes = detector_->encode_passes(prompt);
+    q->text = normalize_caption(prompt);
+    for (auto& pass : q->passes)
+      for (auto& p : pass.phrases) q->categories.push_back(p.text);
     return q;
   }
 
@@ -200,7 +214,7 @@ class GroundingPipeline : public Pipeline {
     } else {
       r.pixels = vision::normalize_images({&img});
     }
-    r.batch_key = cat(w, "x", h, "|", q->caption.caption);
+    r.batch_key = cat(w, "x", h, "|", q->text);
     r.query = std::move(q);
   }
 
@@ -223,13 +237,18 @@ void apply_settings(DetectOptions& o, const std::map<std::string, double>& setti
       o.resize.short_side = int(v);
     else if (key == "max_side")
       o.resize.max_side = int(v);
+    else if (key == "text_cache")
+      continue;  // read when the session is made
+    else if (key == "max_phrases_per_pass")
+      o.max_phrases_per_pass = size_t(v);
     else if (key == "width")
       o.resize.fixed_width = int(v);
     else if (key == "height")
       o.resize.fixed_height = int(v);
     else
       fail("the grounding pipeline has no setting '", key,
-           "'; it has box_threshold, text_threshold, nms, nms_agnostic, short_side, max_side, width, height");
+           "'; it has box_threshold, text_threshold, nms, nms_agnostic, short_side, max_side, width, height, "
+           "max_phrases_per_pass, text_cache");
   }
   // Class-agnostic suppression asked for with no IoU of its own: the usual 0.5.
   if (o.nms_agnostic && o.nms_iou <= 0) o.nms_iou = 0.5f;
@@ -238,7 +257,13 @@ void apply_settings(DetectOptions& o, const std::map<std::string, double>& setti
 std::unique_ptr<Pipeline> make_grounding(Model model, const PipelineConfig& config) {
   std::string vocab = config.vocab.empty() ? default_vocab_path(model) : config.vocab;
   if (vocab.empty()) fail("no vocab given and none beside ", model.path, "; pass --vocab vocab.txt");
-  auto detector = std::make_unique<Detector>(std::move(model), vocab, config.session);
+  // The text branch (the values that depend on the prompt alone) runs once per prompt; with
+  // text_cache=0 it runs every time, still timed.
+  SessionOptions session = config.session;
+  session.cached_inputs = {"input_ids", "attention_mask", "position_ids", "token_type_ids", "text_token_mask"};
+  auto text_cache = config.settings.find("text_cache");
+  if (text_cache != config.settings.end() && text_cache->second == 0) session.branch_cache_entries = 0;
+  auto detector = std::make_unique<Detector>(std::move(model), vocab, std::move(session));
   apply_settings(detector->options(), config.settings);
   return std::make_unique<GroundingPipeline>(std::move(detector));
 }

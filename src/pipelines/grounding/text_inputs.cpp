@@ -1,6 +1,7 @@
 #include "pipelines/grounding/text_inputs.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.h"
 #include "text/unicode.h"
@@ -85,6 +86,46 @@ EncodedCaption encode_caption(const text::BertTokenizer& tokenizer, std::string_
   for (const Span& s : spans)
     if (s.end < keep) e.phrases.push_back({text_of(s), int64_t(s.begin) + 1, int64_t(s.end) + 1});
   return e;
+}
+
+std::vector<EncodedCaption> split_caption(const text::BertTokenizer& tokenizer, std::string_view caption,
+                                          int64_t max_length, size_t max_phrases_per_pass) {
+  EncodedCaption whole = encode_caption(tokenizer, caption, std::numeric_limits<int64_t>::max());
+  const std::vector<Phrase>& phrases = whole.phrases;
+  bool fits = int64_t(whole.input_ids.size()) <= max_length;
+  if (fits && (max_phrases_per_pass == 0 || phrases.size() <= max_phrases_per_pass))
+    return {encode_caption(tokenizer, caption, max_length)};
+  // A pass is [CLS], each phrase and its '.', [SEP].
+  for (const Phrase& p : phrases)
+    if (p.end - p.begin + 3 > max_length)
+      fail("the phrase '", p.text, "' is ", p.end - p.begin, " tokens: with [CLS], its '.' and [SEP] it does not fit ",
+           "in the maximum text length ", max_length, "; shorten it");
+  std::vector<std::pair<size_t, size_t>> ranges;  // [first, last) phrase of each pass
+  int64_t tokens = 2;
+  for (size_t i = 0; i < phrases.size(); i++) {
+    int64_t cost = phrases[i].end - phrases[i].begin + 1;
+    bool full = !ranges.empty() && (tokens + cost > max_length ||
+                                    (max_phrases_per_pass > 0 && i - ranges.back().first >= max_phrases_per_pass));
+    if (ranges.empty() || full) {
+      ranges.push_back({i, i});
+      tokens = 2;
+    }
+    ranges.back().second = i + 1;
+    tokens += cost;
+  }
+  std::vector<EncodedCaption> passes;
+  for (auto [first, last] : ranges) {
+    std::string text;
+    for (size_t i = first; i < last; i++) text += phrases[i].text + " . ";
+    EncodedCaption pass = encode_caption(tokenizer, text, max_length);
+    pass.first_phrase = first;
+    bool same = pass.dropped_phrases.empty() && pass.phrases.size() == last - first;
+    for (size_t i = 0; same && i < pass.phrases.size(); i++) same = pass.phrases[i].text == phrases[first + i].text;
+    VLRT_CHECK(same, "internal error: the prompt's phrases ", first, "..", last - 1,
+               " do not tokenize to the same phrases on their own");
+    passes.push_back(std::move(pass));
+  }
+  return passes;
 }
 
 TextInputs make_text_inputs(const text::BertTokenizer& tokenizer, const std::vector<EncodedCaption>& captions) {

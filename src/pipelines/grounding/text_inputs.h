@@ -30,6 +30,7 @@ struct EncodedCaption {
   std::vector<Phrase> phrases;
   std::vector<std::string> dropped_phrases;  // by truncation
   std::string warning;                       // says what truncation dropped; empty if nothing
+  size_t first_phrase = 0;  // a pass of a longer prompt: the index of its first phrase in that prompt
 };
 
 // As groundingdino's preprocess_caption: lower-case, strip, append "." unless it ends with one.
@@ -40,6 +41,13 @@ std::string normalize_caption(std::string_view caption);
 // `warning`. Fails on a caption with no words, or whose first phrase alone does not fit.
 EncodedCaption encode_caption(const text::BertTokenizer& tokenizer, std::string_view caption,
                               int64_t max_length = kDefaultMaxTextLength);
+
+// A prompt as passes of whole phrases, each at most max_length tokens and, when
+// max_phrases_per_pass > 0, at most that many phrases: one pass (the caption as encode_caption
+// makes it) when it fits. Fails naming a phrase too long for a pass of its own.
+std::vector<EncodedCaption> split_caption(const text::BertTokenizer& tokenizer, std::string_view caption,
+                                          int64_t max_length = kDefaultMaxTextLength,
+                                          size_t max_phrases_per_pass = 0);
 
 // The model's text inputs for a batch of captions padded with [PAD] to the longest.
 struct TextInputs {
