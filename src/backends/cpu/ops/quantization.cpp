@@ -114,6 +114,18 @@ DynamicQuant dynamic_quant_params(const float* x, int64_t n) {
   return q;
 }
 
+void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
+                        const std::vector<float>& bias, float* out) {
+  bool per_column = scale.size() != 1;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++)
+      out[r * n + j] = float(acc[r * n + j]) * scale[per_column ? size_t(j) : 0];
+  if (bias.empty()) return;
+  // A loop of its own: the compiler may not contract the product and the sum into one FMA.
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) out[r * n + j] += bias[size_t(j)];
+}
+
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
                 int32_t zp, Tensor& y) {
   int64_t channels = int64_t(multiplier.size());
