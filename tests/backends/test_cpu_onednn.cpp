@@ -44,7 +44,7 @@ size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
   cpu.set_reference_kernels(false);
   PrepareInfo info = cpu.prepare_info(n, 17, ptrs);
   if (info.bytes) {
-    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1}) << n.op_type;
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{n.op_type.starts_with("QLinear") ? 3u : 1u}) << n.op_type;
   }
   return info.bytes;
 }
@@ -330,6 +330,25 @@ TEST(CpuOneDnn, ConvIntegerIsExact) {
   Tensor x = random_integers({1, 3, 6, 6}, 1, 0, 255, DType::u8), w = random_integers({4, 3, 3, 3}, 2, -128, 127, DType::i8);
   check_exact("ConvInteger", {x, w, u8_scalar(3), Tensor::from_vector<int8_t>({1}, {})}, false);
   check_exact("ConvInteger", {x, random_integers({4, 3, 3, 3}, 3, 0, 255, DType::u8), u8_scalar(3)}, false);
+}
+
+// The int32 sum requantized as the reference kernel does (round half to even, then y's zero
+// point), per-tensor and per-channel weight scales, with and without a bias, uint8 and int8 y.
+TEST(CpuOneDnn, QLinearConvIsExact) {
+  Tensor x = random_integers({2, 5, 9, 11}, 1, 0, 255, DType::u8), w = random_integers({7, 5, 3, 3}, 2, -128, 127, DType::i8);
+  Tensor bias = random_integers({7}, 3, -20000, 20000, DType::i32);
+  Tensor w_scales = random_uniform({7}, 4, 0.001f, 0.01f), w_zp = Tensor::zeros(DType::i8, {7});
+  std::map<std::string, Attribute> pads = {{"pads", attr_ints({1, 1, 1, 1})}};
+  for (int x_zp : {0, 255, 120}) {
+    SCOPED_TRACE(x_zp);
+    Tensor xs = f32({0.02f}, {}), ys = f32({0.37f}, {});
+    check_exact("QLinearConv", {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, u8_scalar(128), bias}, true, pads);
+    check_exact("QLinearConv", {x, xs, u8_scalar(x_zp), w, f32({0.004f}, {}), Tensor::zeros(DType::i8, {}), ys, u8_scalar(0)},
+                true, pads);
+    check_exact("QLinearConv",
+                {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, Tensor::from_vector<int8_t>({-3}, {}), bias}, true,
+                {{"strides", attr_ints({2, 2})}});
+  }
 }
 
 // In a session the weight is a constant the prepared state replaces: the plan counts the

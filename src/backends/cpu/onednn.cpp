@@ -49,7 +49,7 @@ class ScratchBuffer {
   size_t size_ = 0;
 };
 
-thread_local ScratchBuffer t_scratchpad, t_src, t_dst;
+thread_local ScratchBuffer t_scratchpad, t_src, t_dst, t_acc;
 
 dnnl::stream& thread_stream() {
   thread_local dnnl::stream stream(cpu_engine());
@@ -129,7 +129,8 @@ struct ConvPlan {
   dnnl::convolution_forward::primitive_desc pd;
   memory::desc x, w, y, z;  // as the node's tensors lie
   bool bias = false, sum = false;
-  bool src_zero_point = false;  // ConvInteger: input 2 is the runtime zero point of x
+  bool src_zero_point = false;  // ConvInteger, QLinearConv: input 2 is the runtime zero point of x
+  bool requantize = false;      // QLinearConv: y is the int32 sum, requantized after
 };
 
 struct MatMulPlan {
@@ -357,21 +358,39 @@ std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const Valu
   return {std::move(w8), c};
 }
 
-// ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value): a u8s8s32
-// convolution with x's zero point a runtime value of the primitive. Padding contributes nothing,
-// in oneDNN (whose padding holds the zero point) as in ONNX.
+// ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value) and QLinearConv
+// (the same, with per-tensor x and y scales, per-tensor or per-channel w scales, an int32 bias):
+// a u8s8s32 convolution with x's zero point a runtime value of the primitive. Padding contributes
+// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
+// requantized by the reference kernels' `requantize` (round half to even, then the zero point):
+// oneDNN adds the zero point in float before rounding, which can round a sum differently.
 std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
-  if (!(node.domain.empty() && node.op_type == "ConvInteger") || !exact_u8s8_products()) return std::nullopt;
-  const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *x_zp = input_info(inputs, 2);
+  bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
+  if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !exact_u8s8_products())
+    return std::nullopt;
+  const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1), *x_zp = input_info(inputs, 2);
   if (!x || !x->shape_known || x->dtype != DType::u8) return std::nullopt;
   if (!w || !w->shape_known || w->dtype != DType::i8 || !w->value || !w->value->defined()) return std::nullopt;
   size_t rank = w->shape.size();
   if (rank < 3 || rank > 5 || x->shape.size() != rank) return std::nullopt;
-  std::optional<std::vector<int32_t>> w_zp = column_zero_points(input_info(inputs, 3), w->shape[0]);
+  std::optional<std::vector<int32_t>> w_zp = column_zero_points(input_info(inputs, qlinear ? 5 : 3), w->shape[0]);
   if (!w_zp || std::any_of(w_zp->begin(), w_zp->end(), [](int32_t v) { return v != 0; })) return std::nullopt;
   if (x_zp && (!x_zp->shape_known || x_zp->dtype != DType::u8 || shape_numel(x_zp->shape) != 1)) return std::nullopt;
+  if (qlinear) {
+    auto scale = [&](size_t i, int64_t count) {
+      const ValueInfo* v = input_info(inputs, i);
+      return is_f32(v) && (shape_numel(v->shape) == 1 || shape_numel(v->shape) == count);
+    };
+    const ValueInfo *y_zp = input_info(inputs, 7), *bias = input_info(inputs, 8);
+    if (!scale(1, 1) || !scale(4, w->shape[0]) || !scale(6, 1) || !y_zp || !y_zp->shape_known ||
+        shape_numel(y_zp->shape) != 1)
+      return std::nullopt;
+    if (bias && !(bias->shape_known && bias->dtype == DType::i32 && shape_numel(bias->shape) == w->shape[0]))
+      return std::nullopt;
+  }
   std::vector<ValueInfo> out = infer_node(node, opset, inputs);
-  if (out.empty() || !out[0].shape_known || out[0].dtype != DType::i32) return std::nullopt;
+  if (out.empty() || !out[0].shape_known || out[0].dtype != (qlinear ? input_info(inputs, 7)->dtype : DType::i32))
+    return std::nullopt;
   const Shape& ys = out[0].shape;
   if (shape_numel(x->shape) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
   ConvDims d = conv_dims(conv_geometry(node, x->shape, w->shape, ys, false), w->shape);
@@ -380,6 +399,7 @@ std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const
   p.y = p.z = memory::desc(to_dims(ys), memory::data_type::s32, plain_tag(rank));
   p.w = memory::desc(d.weights, memory::data_type::s8, weights_tag(rank, d.weights.size() > rank));
   p.src_zero_point = true;
+  p.requantize = qlinear;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
@@ -427,7 +447,8 @@ class ConvKernel : public OneDnnKernel {
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
     use_threads(threads);
     dnnl::stream& s = thread_stream();
-    memory x = wrap(plan_.x, in[0]), y = wrap(plan_.y, out[0]);
+    memory x = wrap(plan_.x, in[0]);
+    memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
     memory src = x, dst = y;
     if (to_src_) {
       src = memory(plan_.pd.src_desc(), cpu_engine(), t_src.get(plan_.pd.src_desc().get_size()));
@@ -454,9 +475,24 @@ class ConvKernel : public OneDnnKernel {
     conv_.execute(s, args);
     if (from_dst_) from_dst_->execute(s, dst, y);
     s.wait();
+    if (plan_.requantize) requantize_sum(static_cast<int32_t*>(y.get_data_handle()), in, *out[0]);
   }
 
  private:
+  // QLinearConv's epilogue, as its reference kernel: the bias, then y = requantize(sum * x_scale * w_scale / y_scale).
+  void requantize_sum(int32_t* acc, const std::vector<const Tensor*>& in, Tensor& y) const {
+    int64_t channels = plan_.y.dims()[1], spatial = y.numel() / std::max<int64_t>(1, y.dim(0) * channels);
+    if (in.size() > 8 && in[8]) {
+      const int32_t* bias = in[8]->data<int32_t>();
+      for (int64_t i = 0; i < y.numel(); i++) acc[i] += bias[i / spatial % channels];
+    }
+    float xs = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
+    std::vector<double> ws = in[4]->to_double_vector();
+    std::vector<float> multiplier(ws.begin(), ws.end());
+    for (float& m : multiplier) m = xs * m / ys;
+    requantize(acc, y.numel(), multiplier, spatial, int32_t(in[7]->to_double_vector()[0]), y);
+  }
+
   ConvPlan plan_;
   dnnl::convolution_forward conv_;
   memory weights_;
@@ -576,7 +612,8 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
   if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_integer_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
-  if (auto p = plan_conv_integer(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
+  if (auto p = plan_conv_integer(node, opset, inputs))
+    return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}};
   return {};
 }
 
@@ -587,8 +624,10 @@ std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset
   if (auto p = plan_matmul(node, inputs)) return std::make_unique<MatMulKernel>(std::move(*p), *inputs[1]->value);
   if (auto p = plan_integer_matmul(node, inputs))
     return std::make_unique<IntegerMatMulKernel>(std::move(*p), int8_weights(*inputs[1]->value, input_info(inputs, 3)));
-  if (auto p = plan_conv_integer(node, opset, inputs))
-    return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_conv_integer(node, opset, inputs)) {
+    const Tensor& w = *inputs[p->requantize ? 3 : 1]->value;
+    return std::make_unique<ConvKernel>(std::move(*p), w);
+  }
   return nullptr;
 }
 
