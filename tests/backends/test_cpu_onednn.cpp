@@ -351,6 +351,25 @@ TEST(CpuOneDnn, QLinearConvIsExact) {
   }
 }
 
+TEST(CpuOneDnn, QLinearMatMulIsExact) {
+  Tensor a = random_integers({2, 5, 19}, 1, 0, 255, DType::u8), b = random_integers({19, 21}, 2, -128, 127, DType::i8);
+  Tensor ub = random_integers({19, 21}, 3, 0, 255, DType::u8), b_scales = random_uniform({21}, 4, 0.001f, 0.01f);
+  Tensor as = f32({0.03f}, {}), ys = f32({0.11f}, {});
+  for (int a_zp : {0, 255, 77}) {
+    SCOPED_TRACE(a_zp);
+    check_exact("QLinearMatMul", {a, as, u8_scalar(a_zp), b, b_scales, Tensor::zeros(DType::i8, {21}), ys, u8_scalar(128)});
+    check_exact("QLinearMatMul",
+                {a, as, u8_scalar(a_zp), b, f32({0.004f}, {}), Tensor::from_vector<int8_t>({0}, {}), ys,
+                 Tensor::from_vector<int8_t>({5}, {})});
+    check_exact("QLinearMatMul", {a, as, u8_scalar(a_zp), ub, b_scales, random_integers({21}, 7, 0, 255, DType::u8), ys, u8_scalar(0)});
+  }
+  // Not taken: per-row A scales.
+  Tensor rows = random_integers({5, 19}, 5, 0, 255, DType::u8);
+  check_exact("QLinearMatMul",
+              {rows, random_uniform({5}, 6, 0.01f, 0.02f), random_integers({5}, 8, 0, 255, DType::u8), b, b_scales, Tensor::zeros(DType::i8, {21}), ys, u8_scalar(9)},
+              false);
+}
+
 // In a session the weight is a constant the prepared state replaces: the plan counts the
 // packed bytes, and the result is the reference one (under VLRT_REFERENCE_KERNELS=1,
 // nothing is packed).

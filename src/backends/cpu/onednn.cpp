@@ -292,8 +292,10 @@ bool exact_u8s8_products() {
 // the second term added after the matmul where c is not all 0.
 struct IntegerMatMulPlan {
   dnnl::matmul::primitive_desc pd;
-  memory::desc a, w, y;  // y: int32, the node's output or (quantize_a) a scratch accumulator
+  memory::desc a, w, y;  // y: int32, the node's output or (quantize_a, requantize) a scratch accumulator
   bool quantize_a = false;
+  bool requantize = false;  // QLinearMatMul: inputs as ONNX orders them, y requantized from the int32 sum
+  size_t weights() const { return requantize ? 3 : 1; }
 };
 
 // B_zp as one value per column (zeros when absent), or nothing when it is not a constant of one or N values.
@@ -309,17 +311,26 @@ std::optional<std::vector<int32_t>> column_zero_points(const ValueInfo* zp, int6
 
 std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   bool dynamic = node.domain == "com.microsoft" && node.op_type == "DynamicQuantizeMatMul";
-  if (!dynamic && !(node.domain.empty() && node.op_type == "MatMulInteger")) return std::nullopt;
+  bool qlinear = node.domain.empty() && node.op_type == "QLinearMatMul";
+  if (!dynamic && !qlinear && !(node.domain.empty() && node.op_type == "MatMulInteger")) return std::nullopt;
   if (!exact_u8s8_products()) return std::nullopt;
-  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1);
+  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1);
   if (!a || !a->shape_known || a->dtype != (dynamic ? DType::f32 : DType::u8) || a->shape.size() < 2) return std::nullopt;
   if (!w || !w->shape_known || (w->dtype != DType::i8 && w->dtype != DType::u8) || !w->value ||
       !w->value->defined() || w->shape.size() != 2)
     return std::nullopt;
   int64_t k = a->shape.back(), m = shape_numel(a->shape) / std::max<int64_t>(k, 1), n = w->shape[1];
   if (w->shape[0] != k || m == 0 || n == 0 || k == 0) return std::nullopt;
-  if (!column_zero_points(input_info(inputs, 3), n)) return std::nullopt;
-  if (dynamic) {
+  if (!column_zero_points(input_info(inputs, qlinear ? 5 : 3), n)) return std::nullopt;
+  if (qlinear) {  // per-row A scales and zero points are declined
+    const ValueInfo *a_scale = input_info(inputs, 1), *a_zp = input_info(inputs, 2), *b_scale = input_info(inputs, 4),
+                    *y_scale = input_info(inputs, 6), *y_zp = input_info(inputs, 7);
+    if (!is_f32(a_scale) || shape_numel(a_scale->shape) != 1 || !is_f32(y_scale) || shape_numel(y_scale->shape) != 1)
+      return std::nullopt;
+    if (!is_f32(b_scale) || (shape_numel(b_scale->shape) != 1 && shape_numel(b_scale->shape) != n)) return std::nullopt;
+    if (!a_zp || !a_zp->shape_known || a_zp->dtype != DType::u8 || shape_numel(a_zp->shape) != 1) return std::nullopt;
+    if (!y_zp || !y_zp->shape_known || shape_numel(y_zp->shape) != 1) return std::nullopt;
+  } else if (dynamic) {
     const ValueInfo *scale = input_info(inputs, 2), *bias = input_info(inputs, 4);
     if (!is_f32(scale) || (shape_numel(scale->shape) != 1 && shape_numel(scale->shape) != n)) return std::nullopt;
     if (bias && !(is_f32(bias) && shape_numel(bias->shape) == n)) return std::nullopt;
@@ -328,6 +339,7 @@ std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std
   }
   IntegerMatMulPlan p;
   p.quantize_a = dynamic;
+  p.requantize = qlinear;
   p.a = memory::desc({m, k}, memory::data_type::u8, Tag::ab);
   p.w = memory::desc({k, n}, memory::data_type::s8, Tag::ab);
   p.y = memory::desc({m, n}, memory::data_type::s32, Tag::ab);
@@ -556,7 +568,8 @@ class IntegerMatMulKernel : public OneDnnKernel {
       a = in[0]->data<uint8_t>();
       if (in.size() > 2 && in[2]) a_zp = in[2]->data<uint8_t>()[0];
     }
-    auto* acc = static_cast<int32_t*>(plan_.quantize_a ? t_dst.get(plan_.y.get_size()) : out[0]->raw());
+    bool own_acc = plan_.quantize_a || plan_.requantize;
+    auto* acc = static_cast<int32_t*>(own_acc ? t_dst.get(plan_.y.get_size()) : out[0]->raw());
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
@@ -568,6 +581,14 @@ class IntegerMatMulKernel : public OneDnnKernel {
                         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}});
     s.wait();
     if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc);
+    if (plan_.requantize) {  // as QLinearMatMul's reference kernel: sum * (a_scale * b_scale / y_scale)
+      float as = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
+      std::vector<double> bs = in[4]->to_double_vector();
+      std::vector<float> multiplier(bs.begin(), bs.end());
+      for (float& v : multiplier) v = as * v / ys;
+      requantize(acc, m * n, multiplier, 1, int32_t(in[7]->to_double_vector()[0]), *out[0]);
+      return;
+    }
     if (!plan_.quantize_a) return;
     std::vector<double> scales = in[2]->to_double_vector();
     std::vector<float> scale(scales.begin(), scales.end()), bias;
@@ -611,7 +632,7 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
-  if (auto p = plan_integer_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
+  if (auto p = plan_integer_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {p->weights()}};
   if (auto p = plan_conv_integer(node, opset, inputs))
     return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}};
   return {};
@@ -622,8 +643,10 @@ std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);
   if (auto p = plan_matmul(node, inputs)) return std::make_unique<MatMulKernel>(std::move(*p), *inputs[1]->value);
-  if (auto p = plan_integer_matmul(node, inputs))
-    return std::make_unique<IntegerMatMulKernel>(std::move(*p), int8_weights(*inputs[1]->value, input_info(inputs, 3)));
+  if (auto p = plan_integer_matmul(node, inputs)) {
+    auto w = int8_weights(*inputs[p->weights()]->value, input_info(inputs, p->weights() + 2));
+    return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
+  }
   if (auto p = plan_conv_integer(node, opset, inputs)) {
     const Tensor& w = *inputs[p->requantize ? 3 : 1]->value;
     return std::make_unique<ConvKernel>(std::move(*p), w);
