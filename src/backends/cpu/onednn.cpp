@@ -496,7 +496,8 @@ class ConvKernel : public OneDnnKernel {
     int64_t channels = plan_.y.dims()[1], spatial = y.numel() / std::max<int64_t>(1, y.dim(0) * channels);
     if (in.size() > 8 && in[8]) {
       const int32_t* bias = in[8]->data<int32_t>();
-      for (int64_t i = 0; i < y.numel(); i++) acc[i] += bias[i / spatial % channels];
+      for (int64_t start = 0; start < y.numel(); start += spatial)
+        for (int64_t i = start; i < start + spatial; i++) acc[i] += bias[start / spatial % channels];
     }
     float xs = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
     std::vector<double> ws = in[4]->to_double_vector();
