@@ -370,6 +370,27 @@ TEST(CpuOneDnn, QLinearMatMulIsExact) {
               false);
 }
 
+// The plan counts what the integer kernel holds: the packed weights and, for uint8 weights or
+// weight zero points, one int32 per column (a session fails when the two differ).
+TEST(CpuOneDnn, SessionCountsTheIntegerKernelsState) {
+  Tensor a = random_integers({3, 19}, 1, 0, 255, DType::u8), ub = random_integers({19, 21}, 2, 0, 255, DType::u8);
+  Node n = node_for("MatMulInteger", {a, ub, u8_scalar(3), u8_scalar(120)}, {});
+  Model m = one_node_model(n, 17, {a});
+  m.graph.initializers["in1"] = ub;
+  m.graph.initializers["in2"] = u8_scalar(3);
+  m.graph.initializers["in3"] = u8_scalar(120);
+  SessionOptions o;
+  o.threads = 2;
+  Session s(m, o);
+  const Plan& p = s.plan({{"in0", {DType::u8, a.shape()}}});
+  size_t prepared = 0;
+  for (auto& step : p.steps) prepared += step.prepared_bytes;
+  if (!CpuBackend(0, test_pool()).reference_kernels()) EXPECT_GE(prepared, ub.nbytes() + 21 * sizeof(int32_t));
+  TensorMap y = s.run({{"in0", a}});
+  Tensor want = run_cpu(n, {a, ub, u8_scalar(3), u8_scalar(120)}, true);
+  EXPECT_EQ(std::memcmp(y.at("out0").raw(), want.raw(), want.nbytes()), 0);
+}
+
 // In a session the weight is a constant the prepared state replaces: the plan counts the
 // packed bytes, and the result is the reference one (under VLRT_REFERENCE_KERNELS=1,
 // nothing is packed).

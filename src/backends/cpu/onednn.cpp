@@ -355,14 +355,18 @@ std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std
   return p;
 }
 
-// B as int8 (uint8 B less 128), and the c[j] of IntegerMatMulPlan: empty when all are 0.
-std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const ValueInfo* zero_point) {
-  int64_t n = w.dim(1);
+// The c[j] of IntegerMatMulPlan for B of type `type` with n columns: empty when all are 0.
+std::vector<int32_t> column_offsets(DType type, int64_t n, const ValueInfo* zero_point) {
   std::vector<int32_t> c = *column_zero_points(zero_point, n);
-  bool shifted = w.dtype() == DType::u8;
-  for (int32_t& v : c) v = (shifted ? 128 : 0) - v;
+  for (int32_t& v : c) v = (type == DType::u8 ? 128 : 0) - v;
   if (std::all_of(c.begin(), c.end(), [](int32_t v) { return v == 0; })) c.clear();
-  if (!shifted) return {w, c};
+  return c;
+}
+
+// B as int8 (uint8 B less 128), and its column offsets.
+std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const ValueInfo* zero_point) {
+  std::vector<int32_t> c = column_offsets(w.dtype(), w.dim(1), zero_point);
+  if (w.dtype() != DType::u8) return {w, c};
   Tensor w8(DType::i8, w.shape());
   const uint8_t* from = w.data<uint8_t>();
   int8_t* to = w8.data<int8_t>();
@@ -633,7 +637,11 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
-  if (auto p = plan_integer_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {p->weights()}};
+  if (auto p = plan_integer_matmul(node, inputs)) {
+    const ValueInfo* w = inputs[p->weights()];
+    size_t offsets = column_offsets(w->dtype, w->shape[1], input_info(inputs, p->weights() + 2)).size();
+    return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}};
+  }
   if (auto p = plan_conv_integer(node, opset, inputs))
     return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}};
   return {};
