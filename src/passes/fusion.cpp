@@ -8,7 +8,7 @@ namespace vlrt {
 
 FusionOptions FusionOptions::none() {
   FusionOptions o;
-  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.conv_layout = false;
+  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.dynamic_quant_matmul = o.conv_layout = false;
   return o;
 }
 
@@ -20,6 +20,7 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
       {options.layer_norm, fuse_layer_norm},   {options.gelu, fuse_gelu},
       {options.conv_batchnorm, fuse_conv_batchnorm}, {options.conv_activation, fuse_conv_activation},
       {options.attention, fuse_attention},     {options.matmul, fuse_matmul},
+      {options.dynamic_quant_matmul, fuse_dynamic_quant_matmul},
   };
   int64_t block = options.conv_layout ? host.conv_channel_block() : 0;
   bool any = block > 0;

@@ -1,6 +1,7 @@
 // Fusion: rewrites chains of nodes into one node whose kernel makes one pass over memory
 // (Conv+BatchNormalization folded, Conv+Add+activation as FusedConv, MatMul/Gemm+bias+activation
-// as vlrt.FusedMatMul, LayerNormalization and Gelu subgraphs, scaled dot-product attention).
+// as vlrt.FusedMatMul, LayerNormalization and Gelu subgraphs, scaled dot-product attention,
+// dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul).
 // Every fused op has a CPU reference kernel; the fused graph computes what the original did.
 #pragma once
 
@@ -22,6 +23,8 @@ struct FusionOptions {
   bool layer_norm = true;
   bool gelu = true;
   bool attention = true;
+  // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul.
+  bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).
   bool conv_layout = true;
   // Every pass off.

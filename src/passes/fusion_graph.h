@@ -93,6 +93,7 @@ using FusionCounts = std::map<std::string, size_t>;
 void fuse_conv_batchnorm(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_activation(FusionGraph& g, FusionCounts& counts);
 void fuse_matmul(FusionGraph& g, FusionCounts& counts);
+void fuse_dynamic_quant_matmul(FusionGraph& g, FusionCounts& counts);
 void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
 void fuse_gelu(FusionGraph& g, FusionCounts& counts);
 void fuse_attention(FusionGraph& g, FusionCounts& counts);

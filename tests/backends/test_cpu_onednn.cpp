@@ -1,6 +1,10 @@
-// The CPU backend's oneDNN kernels (Conv, FusedConv, MatMul and Gemm with constant
-// weights) against its reference kernels, on shapes the fast paths find awkward.
+// The CPU backend's oneDNN kernels (Conv, FusedConv, MatMul, Gemm, MatMulInteger and
+// DynamicQuantizeMatMul with constant weights) against its reference kernels, on shapes the fast paths find awkward.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "exec/session.h"
@@ -11,7 +15,7 @@ namespace {
 
 Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
   Node n = make_node(op, inputs.size(), 1, std::move(attrs));
-  if (op == "FusedConv") n.domain = "com.microsoft";
+  if (op == "FusedConv" || op == "DynamicQuantizeMatMul") n.domain = "com.microsoft";
   if (op == "FusedMatMul" || op == "BlockedConv" || op == "FromChannelBlocks") n.domain = "vlrt";
   for (size_t i = 0; i < inputs.size(); i++)
     if (!inputs[i].defined()) n.inputs[i] = "";
@@ -40,7 +44,7 @@ size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
   cpu.set_reference_kernels(false);
   PrepareInfo info = cpu.prepare_info(n, 17, ptrs);
   if (info.bytes) {
-    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1}) << n.op_type;
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{n.op_type.starts_with("QLinear") ? 3u : 1u}) << n.op_type;
   }
   return info.bytes;
 }
@@ -211,6 +215,180 @@ TEST(CpuOneDnn, MatMulAndGemmMatchReference) {
   check_against_reference("MatMul", {random_uniform({19}, 1), random_uniform({19, 21}, 2)}, {}, false);
   check_against_reference("MatMul", {random_uniform({2, 3, 19}, 1), random_uniform({2, 19, 21}, 2)}, {},
                           false);
+}
+
+// Integers in [lo, hi] of type dt, from a seed.
+Tensor random_integers(Shape shape, uint32_t seed, int lo, int hi, DType dt) {
+  Tensor u = random_uniform(std::move(shape), seed, float(lo), float(hi) + 1, DType::f64);
+  std::vector<double> v = u.to_double_vector();
+  for (double& x : v) x = std::min(std::floor(x), double(hi));
+  Tensor t(dt, u.shape());
+  t.assign_doubles(v);
+  return t;
+}
+Tensor u8_scalar(int v) { return Tensor::from_vector<uint8_t>({uint8_t(v)}, {}); }
+
+// Integer outputs are exact: oneDNN's must equal the reference's bit for bit.
+void check_exact(const std::string& op, const std::vector<Tensor>& inputs, bool onednn_takes_it = true,
+                 std::map<std::string, Attribute> attrs = {}) {
+  Node n = node_for(op, inputs, std::move(attrs));
+  EXPECT_EQ(packed_bytes(n, inputs) > 0, onednn_takes_it) << op;
+  Tensor fast = run_cpu(n, inputs, false), reference = run_cpu(n, inputs, true);
+  ASSERT_EQ(fast.shape(), reference.shape());
+  ASSERT_EQ(fast.dtype(), reference.dtype());
+  EXPECT_EQ(std::memcmp(fast.raw(), reference.raw(), fast.nbytes()), 0) << op << " " << shape_str(fast.shape());
+}
+
+TEST(CpuOneDnn, MatMulIntegerIsExact) {
+  struct Case {
+    Shape a;
+    int64_t n;
+  };
+  // K and N off the 16/64 blocks, batch > 1, one row
+  std::vector<Case> cases = {{{2, 3, 19}, 21}, {{1, 64}, 17}, {{5, 100}, 70}, {{2, 37, 300}, 129}, {{1, 1, 768}, 3}};
+  for (size_t i = 0; i < cases.size(); i++) {
+    SCOPED_TRACE(i);
+    const Case& c = cases[i];
+    int64_t k = c.a.back();
+    Tensor a = random_integers(c.a, uint32_t(i), 0, 255, DType::u8);
+    Tensor b = random_integers({k, c.n}, uint32_t(i) + 9, -128, 127, DType::i8);
+    check_exact("MatMulInteger", {a, b});
+    for (int zp : {0, 255, 37}) {
+      check_exact("MatMulInteger", {a, b, u8_scalar(zp)});
+      check_exact("MatMulInteger", {a, b, u8_scalar(zp), Tensor::zeros(DType::i8, {c.n})});
+      check_exact("MatMulInteger", {a, b, u8_scalar(zp), Tensor::zeros(DType::i8, {})});
+    }
+  }
+  // Weight zero points other than 0, per tensor and per column, and uint8 weights (as older
+  // quantizers write them): oneDNN's product of B less its offset, corrected per column.
+  Tensor a = random_integers({2, 5, 19}, 1, 0, 255, DType::u8), b = random_integers({19, 21}, 2, -128, 127, DType::i8);
+  Tensor ub = random_integers({19, 21}, 3, 0, 255, DType::u8);
+  Tensor column_zp = random_integers({21}, 4, -128, 127, DType::i8), column_uzp = random_integers({21}, 5, 0, 255, DType::u8);
+  for (int zp : {0, 255, 91}) {
+    SCOPED_TRACE(zp);
+    check_exact("MatMulInteger", {a, b, u8_scalar(zp), Tensor::from_vector<int8_t>({-7}, {})});
+    check_exact("MatMulInteger", {a, b, u8_scalar(zp), column_zp});
+    check_exact("MatMulInteger", {a, ub, u8_scalar(zp)});
+    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(128)});
+    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(255)});
+    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), column_uzp});
+  }
+  // Not taken: per-row A zero points, a batched B.
+  check_exact("MatMulInteger", {random_integers({4, 19}, 6, 0, 255, DType::u8), b, random_integers({4}, 7, 0, 255, DType::u8)},
+              false);
+  check_exact("MatMulInteger", {a, random_integers({2, 19, 21}, 8, -128, 127, DType::i8)}, false);
+}
+
+// A quantized on the fly, the product dequantized with per-tensor or per-column scales and a
+// bias: the same floats as the reference kernel, to the bit. Activations that are all positive
+// (zero point 0), all negative (zero point 255) and all zero (scale 1) included; int8 and uint8
+// weights with zero points.
+TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
+  int64_t k = 75, n = 33;
+  Tensor b = random_integers({k, n}, 1, -127, 127, DType::i8);
+  Tensor column_scales = random_uniform({n}, 2, 0.001f, 0.02f), scale = f32({0.0123f}, {}), bias = random_uniform({n}, 3);
+  std::vector<Tensor> activations = {random_uniform({2, 7, k}, 4, -3, 5), random_uniform({9, k}, 5, 0.5f, 2),
+                                     random_uniform({3, k}, 6, -2, -0.1f), Tensor::zeros(DType::f32, {4, k})};
+  for (size_t i = 0; i < activations.size(); i++) {
+    SCOPED_TRACE(i);
+    const Tensor& a = activations[i];
+    check_exact("DynamicQuantizeMatMul", {a, b, scale});
+    check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor(), bias});
+    check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor::zeros(DType::i8, {n}), bias});
+  }
+  Tensor ub = random_integers({k, n}, 7, 0, 255, DType::u8);
+  check_exact("DynamicQuantizeMatMul", {activations[0], b, scale, Tensor::from_vector<int8_t>({2}, {})});
+  check_exact("DynamicQuantizeMatMul", {activations[0], ub, column_scales, u8_scalar(131), bias});
+  check_exact("DynamicQuantizeMatMul", {activations[1], ub, scale, random_integers({n}, 8, 0, 255, DType::u8)});
+}
+
+// Padding contributes nothing (it holds x's zero point) in both kernels.
+TEST(CpuOneDnn, ConvIntegerIsExact) {
+  struct Case {
+    Shape x, w;
+    std::map<std::string, Attribute> attrs;
+  };
+  std::vector<Case> cases = {
+      {{2, 5, 9, 11}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 3, 13, 10}, {17, 3, 3, 2}, {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
+      {{1, 4, 12, 12}, {6, 4, 3, 3}, {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
+      {{2, 6, 8, 7}, {9, 2, 3, 3}, {{"group", attr_i(3)}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 20, 9, 9}, {20, 1, 3, 3}, {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{3, 17, 5, 6}, {33, 17, 1, 1}, {}},
+      {{1, 64, 7, 7}, {70, 64, 3, 3}, {{"auto_pad", attr_s("SAME_UPPER")}}},
+      {{2, 3, 17}, {5, 3, 4}, {{"strides", attr_ints({2})}, {"pads", attr_ints({1, 2})}}},
+      {{1, 3, 5, 6, 7}, {4, 3, 3, 2, 3}, {{"pads", attr_ints({1, 0, 1, 1, 1, 0})}}},
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    SCOPED_TRACE(i);
+    const Case& c = cases[i];
+    Tensor x = random_integers(c.x, uint32_t(i), 0, 255, DType::u8), w = random_integers(c.w, uint32_t(i) + 50, -128, 127, DType::i8);
+    check_exact("ConvInteger", {x, w}, true, c.attrs);
+    for (int zp : {0, 255, 37}) check_exact("ConvInteger", {x, w, u8_scalar(zp), Tensor::zeros(DType::i8, {c.w[0]})}, true, c.attrs);
+  }
+  // Not taken: a weight zero point other than 0, uint8 weights.
+  Tensor x = random_integers({1, 3, 6, 6}, 1, 0, 255, DType::u8), w = random_integers({4, 3, 3, 3}, 2, -128, 127, DType::i8);
+  check_exact("ConvInteger", {x, w, u8_scalar(3), Tensor::from_vector<int8_t>({1}, {})}, false);
+  check_exact("ConvInteger", {x, random_integers({4, 3, 3, 3}, 3, 0, 255, DType::u8), u8_scalar(3)}, false);
+}
+
+// The int32 sum requantized as the reference kernel does (round half to even, then y's zero
+// point), per-tensor and per-channel weight scales, with and without a bias, uint8 and int8 y.
+TEST(CpuOneDnn, QLinearConvIsExact) {
+  Tensor x = random_integers({2, 5, 9, 11}, 1, 0, 255, DType::u8), w = random_integers({7, 5, 3, 3}, 2, -128, 127, DType::i8);
+  Tensor bias = random_integers({7}, 3, -20000, 20000, DType::i32);
+  Tensor w_scales = random_uniform({7}, 4, 0.001f, 0.01f), w_zp = Tensor::zeros(DType::i8, {7});
+  std::map<std::string, Attribute> pads = {{"pads", attr_ints({1, 1, 1, 1})}};
+  for (int x_zp : {0, 255, 120}) {
+    SCOPED_TRACE(x_zp);
+    Tensor xs = f32({0.02f}, {}), ys = f32({0.37f}, {});
+    check_exact("QLinearConv", {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, u8_scalar(128), bias}, true, pads);
+    check_exact("QLinearConv", {x, xs, u8_scalar(x_zp), w, f32({0.004f}, {}), Tensor::zeros(DType::i8, {}), ys, u8_scalar(0)},
+                true, pads);
+    check_exact("QLinearConv",
+                {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, Tensor::from_vector<int8_t>({-3}, {}), bias}, true,
+                {{"strides", attr_ints({2, 2})}});
+  }
+}
+
+TEST(CpuOneDnn, QLinearMatMulIsExact) {
+  Tensor a = random_integers({2, 5, 19}, 1, 0, 255, DType::u8), b = random_integers({19, 21}, 2, -128, 127, DType::i8);
+  Tensor ub = random_integers({19, 21}, 3, 0, 255, DType::u8), b_scales = random_uniform({21}, 4, 0.001f, 0.01f);
+  Tensor as = f32({0.03f}, {}), ys = f32({0.11f}, {});
+  for (int a_zp : {0, 255, 77}) {
+    SCOPED_TRACE(a_zp);
+    check_exact("QLinearMatMul", {a, as, u8_scalar(a_zp), b, b_scales, Tensor::zeros(DType::i8, {21}), ys, u8_scalar(128)});
+    check_exact("QLinearMatMul",
+                {a, as, u8_scalar(a_zp), b, f32({0.004f}, {}), Tensor::from_vector<int8_t>({0}, {}), ys,
+                 Tensor::from_vector<int8_t>({5}, {})});
+    check_exact("QLinearMatMul", {a, as, u8_scalar(a_zp), ub, b_scales, random_integers({21}, 7, 0, 255, DType::u8), ys, u8_scalar(0)});
+  }
+  // Not taken: per-row A scales.
+  Tensor rows = random_integers({5, 19}, 5, 0, 255, DType::u8);
+  check_exact("QLinearMatMul",
+              {rows, random_uniform({5}, 6, 0.01f, 0.02f), random_integers({5}, 8, 0, 255, DType::u8), b, b_scales, Tensor::zeros(DType::i8, {21}), ys, u8_scalar(9)},
+              false);
+}
+
+// The plan counts what the integer kernel holds: the packed weights and, for uint8 weights or
+// weight zero points, one int32 per column (a session fails when the two differ).
+TEST(CpuOneDnn, SessionCountsTheIntegerKernelsState) {
+  Tensor a = random_integers({3, 19}, 1, 0, 255, DType::u8), ub = random_integers({19, 21}, 2, 0, 255, DType::u8);
+  Node n = node_for("MatMulInteger", {a, ub, u8_scalar(3), u8_scalar(120)}, {});
+  Model m = one_node_model(n, 17, {a});
+  m.graph.initializers["in1"] = ub;
+  m.graph.initializers["in2"] = u8_scalar(3);
+  m.graph.initializers["in3"] = u8_scalar(120);
+  SessionOptions o;
+  o.threads = 2;
+  Session s(m, o);
+  const Plan& p = s.plan({{"in0", {DType::u8, a.shape()}}});
+  size_t prepared = 0;
+  for (auto& step : p.steps) prepared += step.prepared_bytes;
+  if (!CpuBackend(0, test_pool()).reference_kernels()) EXPECT_GE(prepared, ub.nbytes() + 21 * sizeof(int32_t));
+  TensorMap y = s.run({{"in0", a}});
+  Tensor want = run_cpu(n, {a, ub, u8_scalar(3), u8_scalar(120)}, true);
+  EXPECT_EQ(std::memcmp(y.at("out0").raw(), want.raw(), want.nbytes()), 0);
 }
 
 // In a session the weight is a constant the prepared state replaces: the plan counts the

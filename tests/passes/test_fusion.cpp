@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "exec/session.h"
@@ -379,6 +380,86 @@ TEST(Fusion, ALoneConvolutionIsNotBlocked) {
   Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 6)}});
   EXPECT_EQ(c.ops["Conv"], 2);
   EXPECT_EQ(c.ops.count("vlrt.BlockedConv"), 0u);
+}
+
+// ---- Dynamically quantized MatMul --------------------------------------------------------
+
+// DynamicQuantizeLinear(x) as three named values: quantized, scale, zero point.
+std::vector<std::string> dynamic_quantize(Builder& b, const std::string& x) {
+  Node n;
+  n.name = "DynamicQuantizeLinear" + std::to_string(b.next);
+  n.op_type = "DynamicQuantizeLinear";
+  n.inputs = {x};
+  for (const char* part : {"_q", "_scale", "_zp"}) n.outputs.push_back("v" + std::to_string(b.next) + part);
+  b.next++;
+  b.m.graph.nodes.push_back(n);
+  return n.outputs;
+}
+
+// MatMulInteger(x_q, W, x_zp, 0) -> Cast -> Mul(x_scale * W_scale), as the quantizers write it.
+std::string integer_product(Builder& b, const std::vector<std::string>& q, int64_t k, int64_t n, uint32_t seed,
+                            bool per_column) {
+  Tensor w = test::random_uniform({k, n}, seed, -127, 127, DType::i8);
+  Tensor w_scale = per_column ? random_uniform({n}, seed + 1, 0.001f, 0.01f) : scalar(0.0042f);
+  std::string y = b.node("MatMulInteger", {q[0], b.constant(w), q[2], b.constant(Tensor::zeros(DType::i8, {}))});
+  y = b.node("Cast", {y}, {{"to", attr_i(1)}});
+  return b.node("Mul", {y, b.node("Mul", {q[1], b.constant(w_scale)})});
+}
+
+// Fused and unfused sessions give the same floats, to the bit.
+Compared run_both_exact(const Model& model, const TensorMap& inputs) {
+  SessionOptions plain;
+  plain.threads = 2;
+  plain.fusion = FusionOptions::none();
+  SessionOptions fused = plain;
+  fused.fusion = FusionOptions();
+  Session a(model, plain), b(model, fused);
+  TensorMap want = a.run(inputs), got = b.run(inputs);
+  for (auto& [name, t] : want) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(got.at(name).shape(), t.shape());
+    EXPECT_EQ(std::memcmp(got.at(name).raw(), t.raw(), t.nbytes()), 0);
+  }
+  return {op_counts(b.model()), b.fusion_report()};
+}
+
+TEST(Fusion, DynamicallyQuantizedMatMulsSharingTheirQuantizationBecomeOneNodeEach) {
+  Builder b;
+  b.m.opsets[""] = 13;
+  std::string x = b.input("x", {2, 5, 37});
+  std::vector<std::string> q = dynamic_quantize(b, x);
+  b.output(b.node("Add", {integer_product(b, q, 37, 21, 1, true), b.constant(random_uniform({21}, 3))}));
+  b.output(integer_product(b, q, 37, 19, 5, false));
+  Compared c = run_both_exact(b.m, {{"x", random_uniform({2, 5, 37}, 7, -3, 2)}});
+  EXPECT_EQ(report_of(c),
+            "1 DynamicQuantizeLinear+MatMulInteger+Cast+Mul, 1 DynamicQuantizeLinear+MatMulInteger+Cast+Mul+Add");
+  EXPECT_EQ(c.ops.size(), 1u);
+  EXPECT_EQ(c.ops["com.microsoft.DynamicQuantizeMatMul"], 2);
+}
+
+TEST(Fusion, AQuantizationWithAnotherReaderStays) {
+  Builder b;
+  b.m.opsets[""] = 13;
+  std::string x = b.input("x", {3, 16});
+  std::vector<std::string> q = dynamic_quantize(b, x);
+  b.output(integer_product(b, q, 16, 8, 1, true));
+  b.output(q[1]);  // the activation's scale is a graph output
+  Compared c = run_both_exact(b.m, {{"x", random_uniform({3, 16}, 2)}});
+  EXPECT_EQ(c.ops["com.microsoft.DynamicQuantizeMatMul"], 1);
+  EXPECT_EQ(c.ops["DynamicQuantizeLinear"], 1);
+}
+
+TEST(Fusion, AnIntegerProductWithAnotherReaderIsNotFused) {
+  Builder b;
+  b.m.opsets[""] = 13;
+  std::string x = b.input("x", {3, 16});
+  std::vector<std::string> q = dynamic_quantize(b, x);
+  std::string y = integer_product(b, q, 16, 8, 1, false);
+  b.output(y);
+  b.output(b.m.graph.nodes[1].outputs[0]);  // the int32 product
+  Compared c = run_both_exact(b.m, {{"x", random_uniform({3, 16}, 2)}});
+  EXPECT_EQ(c.ops.count("com.microsoft.DynamicQuantizeMatMul"), 0u);
+  EXPECT_EQ(c.ops["MatMulInteger"], 1);
 }
 
 // ---- Switches -----------------------------------------------------------------------------

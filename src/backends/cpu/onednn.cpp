@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -9,9 +10,11 @@
 #include <string>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/ops/quantization.h"
 #include "ops/contrib_semantics.h"
 #include "ops/layout_semantics.h"
 #include "ops/linalg_semantics.h"
+#include "ops/quantization_semantics.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
@@ -46,7 +49,7 @@ class ScratchBuffer {
   size_t size_ = 0;
 };
 
-thread_local ScratchBuffer t_scratchpad, t_src, t_dst;
+thread_local ScratchBuffer t_scratchpad, t_src, t_dst, t_acc;
 
 dnnl::stream& thread_stream() {
   thread_local dnnl::stream stream(cpu_engine());
@@ -126,6 +129,8 @@ struct ConvPlan {
   dnnl::convolution_forward::primitive_desc pd;
   memory::desc x, w, y, z;  // as the node's tensors lie
   bool bias = false, sum = false;
+  bool src_zero_point = false;  // ConvInteger, QLinearConv: input 2 is the runtime zero point of x
+  bool requantize = false;      // QLinearConv: y is the int32 sum, requantized after
 };
 
 struct MatMulPlan {
@@ -137,6 +142,33 @@ struct MatMulPlan {
 memory::desc activation_desc(const Shape& logical, int64_t block) {
   Tag tag = block == 16 ? Tag::nChw16c : block == 8 ? Tag::nChw8c : plain_tag(logical.size());
   return memory::desc(to_dims(logical), memory::data_type::f32, tag);
+}
+
+// A convolution's geometry as oneDNN spells it; grouped weights get a leading group axis.
+struct ConvDims {
+  memory::dims strides, dilates, pad_l, pad_r, weights;
+
+  dnnl::convolution_forward::desc forward(const memory::desc& src, const memory::desc& w, const memory::desc& bias,
+                                          const memory::desc& dst) const {
+    return dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                           w, bias, dst, strides, dilates, pad_l, pad_r);
+  }
+};
+
+ConvDims conv_dims(const ConvGeometry& g, const Shape& w) {
+  ConvDims d;
+  for (size_t i = 3 - (w.size() - 2); i < 3; i++) {
+    d.strides.push_back(g.stride[i]);
+    d.dilates.push_back(g.dil[i] - 1);
+    d.pad_l.push_back(g.pad[i]);
+    d.pad_r.push_back((g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.in[i] - g.pad[i]);
+  }
+  d.weights = to_dims(w);
+  if (g.group > 1) {
+    d.weights[0] /= g.group;
+    d.weights.insert(d.weights.begin(), g.group);
+  }
+  return d;
 }
 
 std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
@@ -161,21 +193,9 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   if (shape_numel(xs) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
   if (z && (blocks.sum ? channel_logical_shape(z->shape, blocks.sum, out_channels) : z->shape) != ys)
     return std::nullopt;
-  ConvGeometry g = conv_geometry(node, xs, w->shape, ys, false);
-  size_t nsp = rank - 2, o = 3 - nsp;
-  memory::dims strides, dilates, pad_l, pad_r;
-  for (size_t i = o; i < 3; i++) {
-    strides.push_back(g.stride[i]);
-    dilates.push_back(g.dil[i] - 1);
-    pad_l.push_back(g.pad[i]);
-    pad_r.push_back((g.out[i] - 1) * g.stride[i] + (g.k[i] - 1) * g.dil[i] + 1 - g.in[i] - g.pad[i]);
-  }
-  bool grouped = g.group > 1;
-  memory::dims wd = to_dims(w->shape);
-  if (grouped) {
-    wd[0] /= g.group;
-    wd.insert(wd.begin(), g.group);
-  }
+  ConvDims d = conv_dims(conv_geometry(node, xs, w->shape, ys, false), w->shape);
+  bool grouped = d.weights.size() > rank;
+  memory::dims wd = d.weights;
   ConvPlan p;
   p.x = activation_desc(xs, blocks.src);
   p.y = activation_desc(ys, blocks.dst);
@@ -188,7 +208,7 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
                                                     : Tag::any;
   memory::desc src(to_dims(xs), memory::data_type::f32, act_tag),
       dst(to_dims(ys), memory::data_type::f32, act_tag), wany(wd, memory::data_type::f32, Tag::any),
-      bias_md = b ? memory::desc({g.m}, memory::data_type::f32, Tag::x) : memory::desc();
+      bias_md = b ? memory::desc({w->shape[0]}, memory::data_type::f32, Tag::x) : memory::desc();
   dnnl::post_ops ops;
   if (p.sum) ops.append_sum(1.f);
   if (fused) append_activation(fused_conv_activation(node), ops);
@@ -196,9 +216,7 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   attr.set_post_ops(ops);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   try {
-    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                      src, wany, bias_md, dst, strides, dilates, pad_l, pad_r);
-    p.pd = dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+    p.pd = dnnl::convolution_forward::primitive_desc(d.forward(src, wany, bias_md, dst), attr, cpu_engine());
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
@@ -253,6 +271,164 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   return p;
 }
 
+// Whether oneDNN's uint8 x int8 kernels are exact here: with VNNI they accumulate each product
+// in 32 bits; without it they add pairs of products in saturating 16 bits.
+bool exact_u8s8_products() {
+  using dnnl::cpu_isa;
+  static const bool exact = [] {
+    cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == cpu_isa::avx512_core_vnni || isa == cpu_isa::avx512_core_bf16 ||
+           isa == cpu_isa::avx512_core_amx || isa == cpu_isa::avx2_vnni;
+  }();
+  return exact;
+}
+
+// MatMulInteger(A uint8, B a constant int8 or uint8 [K, N], A_zp one value, B_zp constant) and
+// com.microsoft DynamicQuantizeMatMul (A float32, quantized on the fly as DynamicQuantizeLinear
+// does; the product dequantized with per-tensor or per-column B scales and a bias): a u8s8s32
+// matmul whose A zero point is a runtime value of the primitive. oneDNN takes int8 weights
+// without zero points; B - B_zp = B8 + c with B8 = B - 128 (uint8 B) or B (int8 B), so
+// (A - A_zp)(B - B_zp) = (A - A_zp) B8 + c[j] * rowsum(A - A_zp), c[j] = 128 - B_zp[j] or -B_zp[j],
+// the second term added after the matmul where c is not all 0.
+struct IntegerMatMulPlan {
+  dnnl::matmul::primitive_desc pd;
+  memory::desc a, w, y;  // y: int32, the node's output or (quantize_a, requantize) a scratch accumulator
+  bool quantize_a = false;
+  bool requantize = false;  // QLinearMatMul: inputs as ONNX orders them, y requantized from the int32 sum
+  size_t weights() const { return requantize ? 3 : 1; }
+};
+
+// B_zp as one value per column (zeros when absent), or nothing when it is not a constant of one or N values.
+std::optional<std::vector<int32_t>> column_zero_points(const ValueInfo* zp, int64_t n) {
+  if (!zp) return std::vector<int32_t>(size_t(n), 0);
+  if (!zp->value || !zp->value->defined() || zp->shape.size() > 1) return std::nullopt;
+  std::vector<double> v = zp->value->to_double_vector();
+  if (int64_t(v.size()) != n && v.size() != 1) return std::nullopt;
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; j++) out[size_t(j)] = int32_t(v[v.size() == 1 ? 0 : size_t(j)]);
+  return out;
+}
+
+std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
+  bool dynamic = node.domain == "com.microsoft" && node.op_type == "DynamicQuantizeMatMul";
+  bool qlinear = node.domain.empty() && node.op_type == "QLinearMatMul";
+  if (!dynamic && !qlinear && !(node.domain.empty() && node.op_type == "MatMulInteger")) return std::nullopt;
+  if (!exact_u8s8_products()) return std::nullopt;
+  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1);
+  if (!a || !a->shape_known || a->dtype != (dynamic ? DType::f32 : DType::u8) || a->shape.size() < 2) return std::nullopt;
+  if (!w || !w->shape_known || (w->dtype != DType::i8 && w->dtype != DType::u8) || !w->value ||
+      !w->value->defined() || w->shape.size() != 2)
+    return std::nullopt;
+  int64_t k = a->shape.back(), m = shape_numel(a->shape) / std::max<int64_t>(k, 1), n = w->shape[1];
+  if (w->shape[0] != k || m == 0 || n == 0 || k == 0) return std::nullopt;
+  if (!column_zero_points(input_info(inputs, qlinear ? 5 : 3), n)) return std::nullopt;
+  if (qlinear) {  // per-row A scales and zero points are declined
+    const ValueInfo *a_scale = input_info(inputs, 1), *a_zp = input_info(inputs, 2), *b_scale = input_info(inputs, 4),
+                    *y_scale = input_info(inputs, 6), *y_zp = input_info(inputs, 7);
+    if (!is_f32(a_scale) || shape_numel(a_scale->shape) != 1 || !is_f32(y_scale) || shape_numel(y_scale->shape) != 1)
+      return std::nullopt;
+    if (!is_f32(b_scale) || (shape_numel(b_scale->shape) != 1 && shape_numel(b_scale->shape) != n)) return std::nullopt;
+    if (!a_zp || !a_zp->shape_known || a_zp->dtype != DType::u8 || shape_numel(a_zp->shape) != 1) return std::nullopt;
+    if (!y_zp || !y_zp->shape_known || shape_numel(y_zp->shape) != 1) return std::nullopt;
+  } else if (dynamic) {
+    const ValueInfo *scale = input_info(inputs, 2), *bias = input_info(inputs, 4);
+    if (!is_f32(scale) || (shape_numel(scale->shape) != 1 && shape_numel(scale->shape) != n)) return std::nullopt;
+    if (bias && !(is_f32(bias) && shape_numel(bias->shape) == n)) return std::nullopt;
+  } else if (const ValueInfo* a_zp = input_info(inputs, 2)) {  // per-row zero points are declined
+    if (!a_zp->shape_known || a_zp->dtype != DType::u8 || shape_numel(a_zp->shape) != 1) return std::nullopt;
+  }
+  IntegerMatMulPlan p;
+  p.quantize_a = dynamic;
+  p.requantize = qlinear;
+  p.a = memory::desc({m, k}, memory::data_type::u8, Tag::ab);
+  p.w = memory::desc({k, n}, memory::data_type::s8, Tag::ab);
+  p.y = memory::desc({m, n}, memory::data_type::s32, Tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  try {
+    memory::desc wany({k, n}, memory::data_type::s8, Tag::any);
+    p.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, wany, p.y), attr, cpu_engine());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+// The c[j] of IntegerMatMulPlan for B of type `type` with n columns: empty when all are 0.
+std::vector<int32_t> column_offsets(DType type, int64_t n, const ValueInfo* zero_point) {
+  std::vector<int32_t> c = *column_zero_points(zero_point, n);
+  for (int32_t& v : c) v = (type == DType::u8 ? 128 : 0) - v;
+  if (std::all_of(c.begin(), c.end(), [](int32_t v) { return v == 0; })) c.clear();
+  return c;
+}
+
+// B as int8 (uint8 B less 128), and its column offsets.
+std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const ValueInfo* zero_point) {
+  std::vector<int32_t> c = column_offsets(w.dtype(), w.dim(1), zero_point);
+  if (w.dtype() != DType::u8) return {w, c};
+  Tensor w8(DType::i8, w.shape());
+  const uint8_t* from = w.data<uint8_t>();
+  int8_t* to = w8.data<int8_t>();
+  for (int64_t i = 0; i < w.numel(); i++) to[i] = int8_t(int32_t(from[i]) - 128);
+  return {std::move(w8), c};
+}
+
+// ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value) and QLinearConv
+// (the same, with per-tensor x and y scales, per-tensor or per-channel w scales, an int32 bias):
+// a u8s8s32 convolution with x's zero point a runtime value of the primitive. Padding contributes
+// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
+// requantized by the reference kernels' `requantize` (round half to even, then the zero point):
+// oneDNN adds the zero point in float before rounding, which can round a sum differently.
+std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
+  bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
+  if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !exact_u8s8_products())
+    return std::nullopt;
+  const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1), *x_zp = input_info(inputs, 2);
+  if (!x || !x->shape_known || x->dtype != DType::u8) return std::nullopt;
+  if (!w || !w->shape_known || w->dtype != DType::i8 || !w->value || !w->value->defined()) return std::nullopt;
+  size_t rank = w->shape.size();
+  if (rank < 3 || rank > 5 || x->shape.size() != rank) return std::nullopt;
+  std::optional<std::vector<int32_t>> w_zp = column_zero_points(input_info(inputs, qlinear ? 5 : 3), w->shape[0]);
+  if (!w_zp || std::any_of(w_zp->begin(), w_zp->end(), [](int32_t v) { return v != 0; })) return std::nullopt;
+  if (x_zp && (!x_zp->shape_known || x_zp->dtype != DType::u8 || shape_numel(x_zp->shape) != 1)) return std::nullopt;
+  if (qlinear) {
+    auto scale = [&](size_t i, int64_t count) {
+      const ValueInfo* v = input_info(inputs, i);
+      return is_f32(v) && (shape_numel(v->shape) == 1 || shape_numel(v->shape) == count);
+    };
+    const ValueInfo *y_zp = input_info(inputs, 7), *bias = input_info(inputs, 8);
+    if (!scale(1, 1) || !scale(4, w->shape[0]) || !scale(6, 1) || !y_zp || !y_zp->shape_known ||
+        shape_numel(y_zp->shape) != 1)
+      return std::nullopt;
+    if (bias && !(bias->shape_known && bias->dtype == DType::i32 && shape_numel(bias->shape) == w->shape[0]))
+      return std::nullopt;
+  }
+  std::vector<ValueInfo> out = infer_node(node, opset, inputs);
+  if (out.empty() || !out[0].shape_known || out[0].dtype != (qlinear ? input_info(inputs, 7)->dtype : DType::i32))
+    return std::nullopt;
+  const Shape& ys = out[0].shape;
+  if (shape_numel(x->shape) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
+  ConvDims d = conv_dims(conv_geometry(node, x->shape, w->shape, ys, false), w->shape);
+  ConvPlan p;
+  p.x = memory::desc(to_dims(x->shape), memory::data_type::u8, plain_tag(rank));
+  p.y = p.z = memory::desc(to_dims(ys), memory::data_type::s32, plain_tag(rank));
+  p.w = memory::desc(d.weights, memory::data_type::s8, weights_tag(rank, d.weights.size() > rank));
+  p.src_zero_point = true;
+  p.requantize = qlinear;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  try {
+    memory::desc src(to_dims(x->shape), memory::data_type::u8, Tag::any),
+        dst(to_dims(ys), memory::data_type::s32, Tag::any), wany(d.weights, memory::data_type::s8, Tag::any);
+    p.pd = dnnl::convolution_forward::primitive_desc(d.forward(src, wany, memory::desc(), dst), attr, cpu_engine());
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+  return p;
+}
+
 // The weights in the primitive's layout, copied (and reordered) from the initializer.
 memory pack_weights(const memory::desc& plain, const memory::desc& packed, const Tensor& value) {
   memory src(plain, cpu_engine(), const_cast<void*>(value.raw()));
@@ -287,7 +463,8 @@ class ConvKernel : public OneDnnKernel {
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
     use_threads(threads);
     dnnl::stream& s = thread_stream();
-    memory x = wrap(plan_.x, in[0]), y = wrap(plan_.y, out[0]);
+    memory x = wrap(plan_.x, in[0]);
+    memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
     memory src = x, dst = y;
     if (to_src_) {
       src = memory(plan_.pd.src_desc(), cpu_engine(), t_src.get(plan_.pd.src_desc().get_size()));
@@ -306,13 +483,33 @@ class ConvKernel : public OneDnnKernel {
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    int32_t x_zp = plan_.src_zero_point && in.size() > 2 && in[2] ? in[2]->data<uint8_t>()[0] : 0;
+    if (plan_.src_zero_point)
+      args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
+          memory(memory::desc({1}, memory::data_type::s32, Tag::x), cpu_engine(), &x_zp);
     if (plan_.bias) args[DNNL_ARG_BIAS] = wrap(memory::desc({plan_.y.dims()[1]}, memory::data_type::f32, Tag::x), in[2]);
     conv_.execute(s, args);
     if (from_dst_) from_dst_->execute(s, dst, y);
     s.wait();
+    if (plan_.requantize) requantize_sum(static_cast<int32_t*>(y.get_data_handle()), in, *out[0]);
   }
 
  private:
+  // QLinearConv's epilogue, as its reference kernel: the bias, then y = requantize(sum * x_scale * w_scale / y_scale).
+  void requantize_sum(int32_t* acc, const std::vector<const Tensor*>& in, Tensor& y) const {
+    int64_t channels = plan_.y.dims()[1], spatial = y.numel() / std::max<int64_t>(1, y.dim(0) * channels);
+    if (in.size() > 8 && in[8]) {
+      const int32_t* bias = in[8]->data<int32_t>();
+      for (int64_t start = 0; start < y.numel(); start += spatial)
+        for (int64_t i = start; i < start + spatial; i++) acc[i] += bias[start / spatial % channels];
+    }
+    float xs = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
+    std::vector<double> ws = in[4]->to_double_vector();
+    std::vector<float> multiplier(ws.begin(), ws.end());
+    for (float& m : multiplier) m = xs * m / ys;
+    requantize(acc, y.numel(), multiplier, spatial, int32_t(in[7]->to_double_vector()[0]), y);
+  }
+
   ConvPlan plan_;
   dnnl::convolution_forward conv_;
   memory weights_;
@@ -348,6 +545,86 @@ class MatMulKernel : public OneDnnKernel {
   memory weights_;
 };
 
+class IntegerMatMulKernel : public OneDnnKernel {
+ public:
+  IntegerMatMulKernel(IntegerMatMulPlan p, std::pair<Tensor, std::vector<int32_t>> weights)
+      : plan_(std::move(p)),
+        matmul_(plan_.pd),
+        weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights.first)),
+        column_offset_(std::move(weights.second)) {}
+
+  size_t bytes() const override { return plan_.pd.weights_desc().get_size() + column_offset_.size() * sizeof(int32_t); }
+
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
+    use_threads(threads);
+    int64_t m = plan_.a.dims()[0], k = plan_.a.dims()[1], n = plan_.y.dims()[1];
+    const uint8_t* a = nullptr;
+    int32_t a_zp = 0;
+    float a_scale = 1;
+    if (plan_.quantize_a) {  // as DynamicQuantizeLinear
+      const float* x = in[0]->data<float>();
+      DynamicQuant q = dynamic_quant_params(x, m * k);
+      auto* aq = static_cast<uint8_t*>(t_src.get(size_t(m * k)));
+      for (int64_t i = 0; i < m * k; i++) aq[i] = quantize_value<uint8_t>(x[i] / q.scale, q.zero_point);
+      a = aq;
+      a_zp = q.zero_point;
+      a_scale = q.scale;
+    } else {
+      a = in[0]->data<uint8_t>();
+      if (in.size() > 2 && in[2]) a_zp = in[2]->data<uint8_t>()[0];
+    }
+    bool own_acc = plan_.quantize_a || plan_.requantize;
+    auto* acc = static_cast<int32_t*>(own_acc ? t_dst.get(plan_.y.get_size()) : out[0]->raw());
+    dnnl::stream& s = thread_stream();
+    memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
+                   t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
+    memory zp(memory::desc({1}, memory::data_type::s32, Tag::x), cpu_engine(), &a_zp);
+    matmul_.execute(s, {{DNNL_ARG_SRC, memory(plan_.a, cpu_engine(), const_cast<uint8_t*>(a))},
+                        {DNNL_ARG_WEIGHTS, weights_},
+                        {DNNL_ARG_DST, memory(plan_.y, cpu_engine(), acc)},
+                        {DNNL_ARG_SCRATCHPAD, scratch},
+                        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}});
+    s.wait();
+    if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc);
+    if (plan_.requantize) {  // as QLinearMatMul's reference kernel: sum * (a_scale * b_scale / y_scale)
+      float as = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
+      std::vector<double> bs = in[4]->to_double_vector();
+      std::vector<float> multiplier(bs.begin(), bs.end());
+      for (float& v : multiplier) v = as * v / ys;
+      requantize(acc, m * n, multiplier, 1, int32_t(in[7]->to_double_vector()[0]), *out[0]);
+      return;
+    }
+    if (!plan_.quantize_a) return;
+    std::vector<double> scales = in[2]->to_double_vector();
+    std::vector<float> scale(scales.begin(), scales.end()), bias;
+    for (float& v : scale) v *= a_scale;
+    if (in.size() > 4 && in[4]) {
+      std::vector<double> b = in[4]->to_double_vector();
+      bias.assign(b.begin(), b.end());
+    }
+    dequantize_columns(acc, m, n, scale, bias, out[0]->data<float>());
+  }
+
+ private:
+  // acc[i, j] += c[j] * sum_k (A[i, k] - A_zp), wrapping in 32 bits as the products do.
+  void add_column_offsets(const uint8_t* a, int32_t a_zp, int64_t m, int64_t k, int64_t n, int32_t* acc) const {
+    const int32_t* c = column_offset_.data();
+#pragma omp parallel for
+    for (int64_t i = 0; i < m; i++) {
+      int64_t row = -a_zp * k;
+      for (int64_t j = 0; j < k; j++) row += a[i * k + j];
+      uint32_t r = uint32_t(row);
+      uint32_t* y = reinterpret_cast<uint32_t*>(acc + i * n);
+      for (int64_t j = 0; j < n; j++) y[j] += uint32_t(c[j]) * r;
+    }
+  }
+
+  IntegerMatMulPlan plan_;
+  dnnl::matmul matmul_;
+  memory weights_;
+  std::vector<int32_t> column_offset_;
+};
+
 }  // namespace
 
 int64_t onednn_conv_channel_block() {
@@ -360,6 +637,13 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
   if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
+  if (auto p = plan_integer_matmul(node, inputs)) {
+    const ValueInfo* w = inputs[p->weights()];
+    size_t offsets = column_offsets(w->dtype, w->shape[1], input_info(inputs, p->weights() + 2)).size();
+    return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}};
+  }
+  if (auto p = plan_conv_integer(node, opset, inputs))
+    return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}};
   return {};
 }
 
@@ -368,6 +652,14 @@ std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);
   if (auto p = plan_matmul(node, inputs)) return std::make_unique<MatMulKernel>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_integer_matmul(node, inputs)) {
+    auto w = int8_weights(*inputs[p->weights()]->value, input_info(inputs, p->weights() + 2));
+    return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
+  }
+  if (auto p = plan_conv_integer(node, opset, inputs)) {
+    const Tensor& w = *inputs[p->requantize ? 3 : 1]->value;
+    return std::make_unique<ConvKernel>(std::move(*p), w);
+  }
   return nullptr;
 }
 

@@ -114,14 +114,35 @@ DynamicQuant dynamic_quant_params(const float* x, int64_t n) {
   return q;
 }
 
+void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
+                        const std::vector<float>& bias, float* out) {
+  bool per_column = scale.size() != 1;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++)
+      out[r * n + j] = float(acc[r * n + j]) * scale[per_column ? size_t(j) : 0];
+  if (bias.empty()) return;
+  // A loop of its own: the compiler may not contract the product and the sum into one FMA.
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < n; j++) out[r * n + j] += bias[size_t(j)];
+}
+
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
                 int32_t zp, Tensor& y) {
   int64_t channels = int64_t(multiplier.size());
   dispatch_quantized(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
-    for (int64_t i = 0; i < n; i++)
-      out[i] =
-          quantize_value<T>(float(acc[i]) * multiplier[size_t(channels == 1 ? 0 : i / inner % channels)], zp);
+    if (channels > 1 && inner == 1) {  // one multiplier per column: rows of `channels` values
+      for (int64_t i = 0; i < n; i += channels)
+        for (int64_t j = 0; j < std::min(channels, n - i); j++)
+          out[i + j] = quantize_value<T>(float(acc[i + j]) * multiplier[size_t(j)], zp);
+      return;
+    }
+    // runs of `inner` values (all of them for one multiplier) that share a multiplier
+    int64_t run = channels == 1 ? std::max<int64_t>(n, 1) : inner;
+    for (int64_t start = 0; start < n; start += run) {
+      float m = multiplier[size_t(channels == 1 ? 0 : start / inner % channels)];
+      for (int64_t i = start; i < std::min(n, start + run); i++) out[i] = quantize_value<T>(float(acc[i]) * m, zp);
+    }
   });
 }
 

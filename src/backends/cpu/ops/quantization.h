@@ -50,6 +50,12 @@ struct DynamicQuant {
 };
 DynamicQuant dynamic_quant_params(const float* x, int64_t n);
 
+// out[r, j] = float(acc[r, j]) * scale[j] (+ bias[j]) over `rows` rows of n columns; scale holds
+// one value or n, bias none or n. Rounded after each step, as the Cast, Mul and Add nodes it
+// replaces round, on every kernel that dequantizes an integer product.
+void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
+                        const std::vector<float>& bias, float* out);
+
 // y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
 // accumulators; channel = i / inner % multiplier count.
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,

@@ -248,11 +248,7 @@ void integer_matmul_to_float(const KernelContext& ctx, const Tensor& a, const st
   std::vector<float> scale = float_values(ctx, b_scale);
   for (float& s : scale) s *= a_scale;
   std::vector<float> bv = ctx.has_input(bias) ? float_values(ctx, bias) : std::vector<float>();
-  float* out = y.data<float>();
-  for (int64_t i = 0; i < y.numel(); i++) {
-    out[i] = float(acc[size_t(i)]) * scale[scale.size() == 1 ? 0 : i % n];
-    if (!bv.empty()) out[i] += bv[size_t(i % n)];
-  }
+  dequantize_columns(acc.data(), y.numel() / std::max<int64_t>(n, 1), n, scale, bv, y.data<float>());
 }
 
 void matmul_integer_to_float_kernel(KernelContext& ctx) {

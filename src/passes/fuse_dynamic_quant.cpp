@@ -1,0 +1,98 @@
+// The dynamically quantized product, as `vlrt quantize --int8 dynamic` and ONNX Runtime's
+// quantize_dynamic write it,
+//   DynamicQuantizeLinear(X) -> MatMulInteger(X_q, W, X_zp [, W_zp]) -> Cast(float)
+//     -> Mul(Mul(X_scale, W_scale)) [-> Add(bias)]
+// as one com.microsoft DynamicQuantizeMatMul(X, W, W_scale, W_zp, bias): its kernel quantizes X,
+// runs the integer GEMM and dequantizes in one pass, without the int32 and float intermediates.
+// It computes the same floats: the scale product, the conversion, the product and the sum are each
+// rounded as the nodes round them.
+#include "passes/fusion_graph.h"
+
+namespace vlrt {
+
+namespace {
+
+bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+// The single node reading v, when it is a `op`; its index, or -1.
+int only_user(FusionGraph& g, const std::string& v, const char* op) {
+  if (!g.single_use(v)) return -1;
+  size_t u = g.users(v)[0];
+  return is_op(g.node(u), op) ? int(u) : -1;
+}
+
+// A float32 constant of one value or of n values along one axis: per-tensor or per-column.
+bool column_constant(FusionGraph& g, const std::string& v, int64_t n, bool allow_scalar) {
+  const Tensor* t = g.constant(v);
+  if (!t || t->dtype() != DType::f32 || t->rank() > 1) return false;
+  return t->numel() == n || (allow_scalar && t->numel() == 1);
+}
+
+void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
+  const Node& product = g.node(index);
+  if (!is_op(product, "MatMulInteger") || product.inputs.size() < 3) return;
+  std::string xq = product.inputs[0], w = product.inputs[1], x_zp = product.inputs[2];
+  std::string w_zp = product.inputs.size() > 3 ? product.inputs[3] : "";
+  Node* quantize = g.producer(xq);
+  if (!quantize || !is_op(*quantize, "DynamicQuantizeLinear") || quantize->outputs.size() != 3 ||
+      quantize->outputs[0] != xq || quantize->outputs[2] != x_zp)
+    return;
+  const Tensor* weights = g.constant(w);
+  if (!weights || weights->rank() != 2) return;
+  int64_t n = weights->dim(1);
+  if (!w_zp.empty()) {
+    const Tensor* zp = g.constant(w_zp);
+    if (!zp || zp->rank() > 1 || (zp->numel() != 1 && zp->numel() != n)) return;
+  }
+  int cast = only_user(g, product.outputs[0], "Cast");
+  if (cast < 0 || dtype_from_onnx(int32_t(g.node(size_t(cast)).attr_int("to", 0))) != DType::f32) return;
+  int mul = only_user(g, g.node(size_t(cast)).outputs[0], "Mul");
+  if (mul < 0) return;
+  const Node& dequantize = g.node(size_t(mul));
+  std::string scale =
+      dequantize.inputs[0] == g.node(size_t(cast)).outputs[0] ? dequantize.inputs[1] : dequantize.inputs[0];
+  Node* scales = g.producer(scale);
+  const std::string& x_scale = quantize->outputs[1];
+  if (!scales || !is_op(*scales, "Mul") || scales->inputs.size() != 2) return;
+  std::string w_scale = scales->inputs[0] == x_scale ? scales->inputs[1] : scales->inputs[0];
+  if ((scales->inputs[0] != x_scale && scales->inputs[1] != x_scale) || !column_constant(g, w_scale, n, true))
+    return;
+  Node fused;
+  fused.name = product.name;
+  fused.op_type = "DynamicQuantizeMatMul";
+  fused.domain = "com.microsoft";
+  fused.inputs = {quantize->inputs[0], w, w_scale, w_zp};
+  std::vector<size_t> chain = {index, size_t(cast), size_t(mul)};
+  if (g.single_use(scale)) chain.insert(chain.begin(), size_t(g.producer_index(scale)));
+  std::string y = dequantize.outputs[0], pattern = "DynamicQuantizeLinear+MatMulInteger+Cast+Mul";
+  int add = only_user(g, y, "Add");
+  if (add >= 0) {
+    const Node& a = g.node(size_t(add));
+    std::string bias = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
+    if (a.inputs[0] != a.inputs[1] && column_constant(g, bias, n, false)) {
+      fused.inputs.push_back(bias);
+      chain.push_back(size_t(add));
+      y = a.outputs[0];
+      pattern += "+Add";
+    }
+  }
+  while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();
+  fused.outputs = {y};
+  size_t quantize_index = size_t(g.producer_index(xq));
+  g.replace_all(chain, std::move(fused));
+  // The quantization goes once no other product reads it (a product quantizes its own X).
+  bool read = false;
+  for (const std::string& v : g.node(quantize_index).outputs)
+    read = read || !g.users(v).empty() || g.pinned(v);
+  if (!read) g.remove(quantize_index);
+  counts[pattern]++;
+}
+
+}  // namespace
+
+void fuse_dynamic_quant_matmul(FusionGraph& g, FusionCounts& counts) {
+  for (size_t i = 0; i < g.size(); i++)
+    if (g.alive(i)) fuse_product(g, i, counts);
+}
+
+}  // namespace vlrt
