@@ -6,10 +6,21 @@
 #include "backends/backend.h"
 #include "integrity/load_model.h"
 #include "ops/op_schema.h"
+#include "passes/export_lint.h"
 
 namespace vlrt {
 
 namespace {
+
+// Shape constants holding the export-time size of a dynamic dimension (passes/export_lint.h).
+void print_export_lint(const ExportLintReport& lint) {
+  if (lint.findings.empty() && lint.notes.empty()) {
+    std::cout << "export lint: no baked sizes (each dynamic dimension probed at two sizes)\n";
+    return;
+  }
+  for (auto& f : lint.findings) std::cout << "\nwarning: baked size: " << f.message << "\n";
+  for (auto& n : lint.notes) std::cout << "\nexport lint: " << n << "\n";
+}
 
 void print_info(const std::string& path) {
   Model m = load_model(path);
@@ -75,6 +86,7 @@ void print_info(const std::string& path) {
     for (auto& [op, n] : missing) std::cout << " " << op << " (" << n << " nodes)";
     std::cout << "\n";
   }
+  print_export_lint(lint_baked_sizes(m, *cpu));
 }
 
 }  // namespace

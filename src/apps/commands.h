@@ -31,6 +31,7 @@ void add_tokenize_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_loadtest_command(CLI::App& app);
 void add_check_command(CLI::App& app);
+void add_check_dynamic_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 
 // --devices and --memory, shared by run, bench and plan.

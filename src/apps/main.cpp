@@ -26,13 +26,15 @@ int main(int argc, char** argv) {
   vlrt::add_serve_command(app);
   vlrt::add_loadtest_command(app);
   vlrt::add_check_command(app);
+  vlrt::add_check_dynamic_command(app);
   vlrt::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
-    // `vlrt check` keeps 1 for "a value is out of tolerance": its usage errors are 2.
-    return rc != 0 && app.got_subcommand("check") && !dynamic_cast<const CLI::RuntimeError*>(&e) ? 2 : rc;
+    // `vlrt check` and `vlrt check-dynamic` keep 1 for "the values differ": their usage errors are 2.
+    bool compares = app.got_subcommand("check") || app.got_subcommand("check-dynamic");
+    return rc != 0 && compares && !dynamic_cast<const CLI::RuntimeError*>(&e) ? 2 : rc;
   } catch (const vlrt::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
