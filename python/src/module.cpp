@@ -225,8 +225,9 @@ class InferenceSession {
 
 // One image's detections as arrays: xyxy float32 [N,4], confidence float32 [N], class_id
 // int64 [N] (the phrase's index in the prompt, -1 when none passed the text threshold),
-// labels, and the prompt's phrases and truncation warning.
-py::tuple detections_tuple(const std::vector<vision::Detection>& dets, const grounding::EncodedCaption& caption) {
+// labels, the prompt's phrases and truncation warning, and the image's width and height.
+py::tuple detections_tuple(const std::vector<vision::Detection>& dets, const grounding::EncodedCaption& caption,
+                           const vision::Image& image) {
   auto n = py::ssize_t(dets.size());
   py::array_t<float> xyxy({n, py::ssize_t(4)}, {py::ssize_t(4 * sizeof(float)), py::ssize_t(sizeof(float))});
   py::array_t<float> confidence({n}, {py::ssize_t(sizeof(float))});
@@ -243,7 +244,7 @@ py::tuple detections_tuple(const std::vector<vision::Detection>& dets, const gro
     labels.append(d.label);
   }
   for (auto& p : caption.phrases) phrases.append(p.text);
-  return py::make_tuple(xyxy, confidence, class_id, labels, phrases, caption.warning);
+  return py::make_tuple(xyxy, confidence, class_id, labels, phrases, caption.warning, image.width, image.height);
 }
 
 class Detector {
@@ -313,7 +314,7 @@ class Detector {
       }
       detector_->options() = saved;
     }
-    return detections_tuple(dets, caption);
+    return detections_tuple(dets, caption, image);
   }
 
   std::unique_ptr<grounding::Detector> detector_;

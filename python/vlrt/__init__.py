@@ -32,13 +32,17 @@ def demo_model_path() -> str:
 class Detections:
     """One image's detections: boxes in the image's pixels (x1, y1, x2, y2), each box's
     score, the index of its class (in `classes` when given, else in the prompt's phrases;
-    -1 when no phrase passed the text threshold) and its name."""
+    -1 when no phrase passed the text threshold) and its name; the prompt and its phrases as
+    the model read them (lower-cased); the image's width and height."""
 
     xyxy: np.ndarray  # float32 [N, 4]
     confidence: np.ndarray  # float32 [N]
     class_id: np.ndarray  # int64 [N]
     class_name: List[str] = field(default_factory=list)
     prompt: str = ""
+    phrases: List[str] = field(default_factory=list)
+    width: int = 0
+    height: int = 0
 
     def __len__(self) -> int:
         return len(self.class_name)
@@ -88,14 +92,14 @@ class Detector:
             result = self._detector.predict_path(os.fspath(image), caption, box_threshold, text_threshold)
         else:
             result = self._detector.predict_rgb(_rgb_array(image, bgr), caption, box_threshold, text_threshold)
-        xyxy, confidence, class_id, labels, phrases, warning = result
+        xyxy, confidence, class_id, labels, phrases, warning, width, height = result
         if warning:
             warnings.warn(warning, stacklevel=2)
         if classes is not None:
             names = [classes[i] if i >= 0 else "" for i in class_id]
         else:
             names = list(labels)
-        return Detections(xyxy, confidence, class_id, names, caption)
+        return Detections(xyxy, confidence, class_id, names, caption, list(phrases), width, height)
 
     def close(self) -> None:
         """Frees the model; any later call raises vlrt.Error."""
