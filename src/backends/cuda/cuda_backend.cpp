@@ -1,7 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
-
+#include "backends/cuda/cublas_api.h"
 #include "backends/cuda/kernel.h"
 #include "ops/op_schema.h"
 
@@ -18,8 +17,8 @@ void cuda_check(cudaError_t rc, const std::string& what) {
 
 void cublas_check(int status, const std::string& what) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    fail(what, ": ", cublasGetStatusName(cublasStatus_t(status)), " (",
-         cublasGetStatusString(cublasStatus_t(status)), ")");
+    fail(what, ": ", cublas_api().status_name(cublasStatus_t(status)), " (",
+         cublas_api().status_string(cublasStatus_t(status)), ")");
 }
 
 const CudaOpTable& cuda_ops() {
@@ -48,14 +47,14 @@ CudaBackend::CudaBackend(int index) : index_(index) {
   cuda_check(cudaMemGetInfo(&free_bytes, &total), description_ + ": reading its memory");
   memory_ = total;
   cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), description_ + ": creating a stream");
-  cublas_check(cublasCreate(&cublas_), description_ + ": starting cuBLAS");
-  cublas_check(cublasSetStream(cublas_, stream_), description_ + ": giving cuBLAS its stream");
+  cublas_check(cublas_api().create(&cublas_), description_ + ": starting cuBLAS");
+  cublas_check(cublas_api().set_stream(cublas_, stream_), description_ + ": giving cuBLAS its stream");
   // float32 products in float32: no TF32 tensor cores unless asked for
-  cublas_check(cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH), description_ + ": setting cuBLAS's math mode");
+  cublas_check(cublas_api().set_math_mode(cublas_, CUBLAS_PEDANTIC_MATH), description_ + ": setting cuBLAS's math mode");
 }
 
 CudaBackend::~CudaBackend() {
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) cublas_api().destroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

@@ -1,8 +1,7 @@
 // MatMul and Gemm on cuBLAS (float32, no TF32). Row-major products are column-major products
 // of the transposes: C = A B row-major is C^T = B^T A^T, which is what cuBLAS reads in the same
 // memory, so no operand is copied.
-#include <cublas_v2.h>
-
+#include "backends/cuda/cublas_api.h"
 #include "backends/cuda/kernel.h"
 #include "ops/shape_util.h"
 
@@ -28,11 +27,11 @@ void gemm(CudaContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, in
   int lda = int(trans_a ? m : k), ldb = int(trans_b ? k : n);
   std::string what = cat(ctx.node.label(), ": cuBLAS SGEMM ", m, "x", n, "x", k);
   if (batches == 1) {
-    cublas_check(cublasSgemm(ctx.backend.cublas(), op_b, op_a, int(n), int(m), int(k), &alpha, b, ldb, a, lda, &beta,
+    cublas_check(cublas_api().sgemm(ctx.backend.cublas(), op_b, op_a, int(n), int(m), int(k), &alpha, b, ldb, a, lda, &beta,
                              c, int(n)),
                  what);
   } else {
-    cublas_check(cublasSgemmStridedBatched(ctx.backend.cublas(), op_b, op_a, int(n), int(m), int(k), &alpha, b, ldb,
+    cublas_check(cublas_api().sgemm_strided_batched(ctx.backend.cublas(), op_b, op_a, int(n), int(m), int(k), &alpha, b, ldb,
                                            stride_b, a, lda, stride_a, &beta, c, int(n), stride_c, batches),
                  what);
   }
