@@ -102,11 +102,8 @@ void fuse_conv_chain(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
     fused.inputs.resize(3);
     fused.inputs.push_back(z);
   }
-  size_t last = chain.back();
-  for (size_t i : chain)
-    if (i != last) g.remove(i);
-  g.remove(conv_index);
-  g.replace(last, std::move(fused));
+  chain.push_back(conv_index);
+  g.replace_all(chain, std::move(fused));
   counts[pattern]++;
 }
 

@@ -111,11 +111,8 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   }
   while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();
   fused.outputs = {y};
-  size_t last = chain.empty() ? index : chain.back();
-  for (size_t i : chain)
-    if (i != last) g.remove(i);
-  if (last != index) g.remove(index);
-  g.replace(last, std::move(fused));
+  chain.push_back(index);
+  g.replace_all(chain, std::move(fused));
   counts[pattern]++;
 }
 
