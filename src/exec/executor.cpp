@@ -205,7 +205,7 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
   }
   if (!kernel_needed) return;
   try {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     b.execute(node, model_.opset(), prepared.states[step].get(), ins, outs);
     if (profile_) {
       b.synchronize();
@@ -268,22 +268,27 @@ TensorMap Executor::collect_outputs(const Plan& plan, const PreparedPlan& prepar
   return result;
 }
 
+namespace {
+
+// A host copy of a tensor on b's device, made after the work queued there.
+Tensor host_copy(Backend& b, const Tensor& t) {
+  if (b.host_visible()) return t.clone();
+  b.synchronize();
+  Tensor host(t.dtype(), t.shape());
+  b.copy_to_host(t, host);
+  return host;
+}
+
+}  // namespace
+
 void Executor::observe_outputs(const Plan& plan, const Step& s) {
   const Node& node = model_.graph.nodes[s.node];
   Backend& b = *lanes_[s.lane].backend;
-  if (!b.host_visible()) b.synchronize();
   for (int k : s.outputs) {
     if (k < 0) continue;
     const Tensor& t = values_[size_t(k)];
     if (!t.defined()) continue;
-    Tensor host = t;
-    if (t.is_tensor() && b.host_visible()) {
-      host = t.clone();
-    } else if (t.is_tensor()) {
-      host = Tensor(t.dtype(), t.shape());
-      b.copy_to_host(t, host);
-    }
-    observer_(node, plan.slots[size_t(k)].value, host);
+    observer_(node, plan.slots[size_t(k)].value, t.is_tensor() ? host_copy(b, t) : t);
   }
 }
 
@@ -308,15 +313,7 @@ void Executor::capture_branch_values(const Plan& plan, const Step& s, const Bran
       captured.complete = false;
       continue;
     }
-    Backend& b = *lanes_[plan.slots[size_t(k)].lane].backend;
-    if (b.host_visible()) {
-      captured.values[k] = t.clone();
-    } else {
-      b.synchronize();
-      Tensor host(t.dtype(), t.shape());
-      b.copy_to_host(t, host);
-      captured.values[k] = std::move(host);
-    }
+    captured.values[k] = host_copy(*lanes_[plan.slots[size_t(k)].lane].backend, t);
   }
 }
 
@@ -331,7 +328,7 @@ TensorMap Executor::run(const Plan& plan, const PreparedPlan& prepared, const Te
   for (size_t si = 0; si < plan.steps.size(); si++) {
     const Step& s = plan.steps[si];
     bool in_branch = branch && branch->branch->in_branch[si];
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = in_branch ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     if (in_branch && branch->cached) {
       restore_branch_values(plan, s, *branch->cached);
     } else {
