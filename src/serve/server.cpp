@@ -547,15 +547,7 @@ void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res
   std::string content_type = req.get_header_value("Content-Type");
   body.content_type = content_type;
   body.body = req.body;
-  std::shared_ptr<PipelineJob> job;
-  try {
-    job = run_pipeline_request(pipeline_model_, body);
-  } catch (...) {
-    count_failure(*pipeline_model_, t0);
-    throw;
-  }
-  completed_++;
-  count_success(*pipeline_model_, *job, t0);
+  auto job = counted(*pipeline_model_, t0, [&] { return run_pipeline_request(pipeline_model_, body); });
   json reply = pipeline_->response(*job->request);
   reply["timing"] = {{"queue_ms", ms_between(job->enqueued, job->started)},
                      {"inference_ms", ms_between(job->started, job->finished)},
@@ -567,10 +559,9 @@ void Server::handle_pipeline(const httplib::Request& req, httplib::Response& res
 void Server::handle_infer(const httplib::Request& req, httplib::Response& res) {
   Clock::time_point t0 = Clock::now();
   auto model = find_model(req.matches[1], req.matches[2]);
-  std::shared_ptr<ModelJob> job;
   InferRequest request;
   InferOutputs outputs;
-  try {
+  counted(*model, t0, [&] {
     if (draining_) refuse(503, "the server is shutting down");
     size_t json_length = std::string::npos;
     if (req.has_header("Inference-Header-Content-Length")) {
@@ -584,14 +575,9 @@ void Server::handle_infer(const httplib::Request& req, httplib::Response& res) {
       json_length = size_t(n);
     }
     request = parse_infer_request(req.body, json_length);
-    job = request.bytes_inputs.empty() ? infer_tensors(model, request, outputs)
-                                       : infer_pipeline(model, request, outputs);
-  } catch (...) {
-    count_failure(*model, t0);
-    throw;
-  }
-  completed_++;
-  count_success(*model, *job, t0);
+    return request.bytes_inputs.empty() ? infer_tensors(model, request, outputs)
+                                        : infer_pipeline(model, request, outputs);
+  });
   InferReply reply = infer_response(model->name(), request, outputs);
   res.status = 200;
   if (reply.json_length == std::string::npos) {
@@ -693,15 +679,7 @@ Record Server::detect_for_labelling(const DetectFields& fields) {
   body.parts = {{"image", fields.image}, {"prompt", fields.prompt}};
   if (fields.box_threshold) body.parts.emplace_back("box_threshold", box);
   if (fields.text_threshold) body.parts.emplace_back("text_threshold", text);
-  std::shared_ptr<PipelineJob> job;
-  try {
-    job = run_pipeline_request(pipeline_model_, body);
-  } catch (...) {
-    count_failure(*pipeline_model_, t0);
-    throw;
-  }
-  completed_++;
-  count_success(*pipeline_model_, *job, t0);
+  auto job = counted(*pipeline_model_, t0, [&] { return run_pipeline_request(pipeline_model_, body); });
   return pipeline_->record(*job->request);
 }
 

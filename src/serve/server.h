@@ -113,6 +113,21 @@ class Server {
   // Triton's statistics and nv_inference_* metrics of a request the model answered or failed.
   void count_success(ServedModel& model, const Job& job, Clock::time_point t0);
   void count_failure(ServedModel& model, Clock::time_point t0);
+  // Runs `answer` (which returns the request's job) and counts the request, started at t0, as
+  // answered or failed.
+  template <class Answer>
+  auto counted(ServedModel& model, Clock::time_point t0, Answer&& answer) {
+    decltype(answer()) job;
+    try {
+      job = answer();
+    } catch (...) {
+      count_failure(model, t0);
+      throw;
+    }
+    completed_++;
+    count_success(model, *job, t0);
+    return job;
+  }
   // Queues a job and waits for it; throws HttpError 503 / 504.
   void run_job(const std::shared_ptr<Job>& job);
   int64_t batch_limit(const Job& job);
