@@ -292,16 +292,7 @@ void add_check_command(CLI::App& app) {
                   "also write the table, the first node out of tolerance and the worst as JSON");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
-  cmd->callback([] {
-    int rc = 0;
-    try {
-      rc = check(a);
-    } catch (const Error& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      rc = 2;
-    }
-    if (rc) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback(comparing_command([] { return check(a); }));
 }
 
 }  // namespace vlrt

@@ -194,16 +194,7 @@ void add_check_dynamic_command(CLI::App& app) {
   cmd->add_option("--atol", a.tol.atol, "absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", a.tol.rtol, "relative tolerance (times max |a| of the output)")->capture_default_str();
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
-  cmd->callback([] {
-    int rc = 0;
-    try {
-      rc = check_dynamic(a);
-    } catch (const Error& e) {
-      std::cerr << "error: " << e.what() << "\n";
-      rc = 2;
-    }
-    if (rc) throw CLI::RuntimeError(rc);
-  });
+  cmd->callback(comparing_command([] { return check_dynamic(a); }));
 }
 
 }  // namespace vlrt

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,6 +54,9 @@ std::map<std::string, std::pair<DType, Shape>> input_signature(const Model& mode
 // Fills every model input missing from `inputs` with seeded random values (the same on every
 // call): floats in [-1, 1), integers 0 or 1, bools true. Shapes: the given values' shapes, then
 // NAME=SHAPE arguments, then the declared fixed dims (`vlrt bench` and `vlrt check`).
+// The callback of a command that compares (check, check-dynamic): `compare` returns 0 (agree) or
+// 1 (differ); a vlrt error is printed and exits 2, so that 1 keeps meaning "the values differ".
+std::function<void()> comparing_command(std::function<int()> compare);
 void add_random_inputs(const Model& model, const std::vector<std::string>& shape_args, TensorMap& inputs,
                        const char* shape_option = "--input");
 // "NAME=path" -> name and path.

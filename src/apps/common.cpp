@@ -158,5 +158,17 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-}  // namespace vlrt
+std::function<void()> comparing_command(std::function<int()> compare) {
+  return [compare] {
+    int rc = 0;
+    try {
+      rc = compare();
+    } catch (const Error& e) {
+      std::cerr << "error: " << e.what() << "\n";
+      rc = 2;
+    }
+    if (rc) throw CLI::RuntimeError(rc);
+  };
+}
 
+}  // namespace vlrt
