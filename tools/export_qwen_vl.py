@@ -161,7 +161,8 @@ def vision_feeds(config, grid_thw, pixel_values):
 def check_vision_indices(model, grid_thw, feeds, windowed):
     """The numpy indices equal the reference's rot_pos_emb order and get_window_index."""
     visual = model.visual
-    freqs = (torch.from_numpy(feeds["rotary_pos_ids"]).float().unsqueeze(-1) * visual.rotary_pos_emb.inv_freq).flatten(1)
+    ids = torch.from_numpy(feeds["rotary_pos_ids"]).float()
+    freqs = (ids.unsqueeze(-1) * visual.rotary_pos_emb.inv_freq).flatten(1)
     assert torch.allclose(freqs, visual.rot_pos_emb(grid_thw)), "rotary_pos_ids differ from rot_pos_emb's order"
     if windowed:
         index, cu = visual.get_window_index(grid_thw)
@@ -261,13 +262,6 @@ def export_all(model, variant, out, vision_example):
 # -------------------------------------------------------------------------------- reference
 
 
-def rope_index(model, ids, grid, mask):
-    try:
-        return model.get_rope_index(input_ids=ids, image_grid_thw=grid, video_grid_thw=None, attention_mask=mask)
-    except TypeError:
-        return model.get_rope_index(ids, grid, None, mask)
-
-
 def reference(model, processor, out, images):
     from PIL import Image
 
@@ -284,10 +278,13 @@ def reference(model, processor, out, images):
                               "image_grid_thw": px["image_grid_thw"][0].tolist()})
     jobs = [([i], p) for i in range(len(pil)) for p in PROMPTS] + [(list(range(len(pil))), BOTH_PROMPT)]
     for image_ids, prompt in jobs:
-        messages = [{"role": "user", "content": [{"type": "image"} for _ in image_ids] + [{"type": "text", "text": prompt}]}]
+        content = [{"type": "image"} for _ in image_ids] + [{"type": "text", "text": prompt}]
+        messages = [{"role": "user", "content": content}]
         text = processor.apply_chat_template(messages, add_generation_prompt=True)
         inputs = processor(text=[text], images=[pil[i] for i in image_ids], return_tensors="pt")
-        position_ids, delta = rope_index(model, inputs["input_ids"], inputs["image_grid_thw"], inputs["attention_mask"])
+        position_ids, delta = model.get_rope_index(input_ids=inputs["input_ids"],
+                                                   image_grid_thw=inputs["image_grid_thw"],
+                                                   attention_mask=inputs["attention_mask"])
         with torch.no_grad():
             gen = model.generate(**inputs, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=1,
                                  output_scores=True, return_dict_in_generate=True)
