@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integrity/load_model.h"
+#include "pipelines/contract.h"
 #include "io/files.h"
 
 namespace vlrt::segment {
@@ -69,44 +70,6 @@ Tensor sam_pixels(const vision::Image& image, const SamConfig& c) {
   return out;
 }
 
-namespace {
-
-struct Want {
-  const char* name;
-  size_t rank;
-};
-
-// Every problem of `have` against `want` (missing names, other dtypes, other ranks).
-void check_values(const std::vector<ValueDecl>& have, const std::vector<Want>& want, const char* kind,
-                  std::vector<std::string>& problems) {
-  for (auto& w : want) {
-    auto it = std::find_if(have.begin(), have.end(), [&](const ValueDecl& v) { return v.name == w.name; });
-    if (it == have.end()) {
-      problems.push_back(cat("missing ", kind, " '", w.name, "' (float32, rank ", w.rank, ")"));
-      continue;
-    }
-    if (it->dtype != DType::f32)
-      problems.push_back(cat(kind, " '", w.name, "' is ", dtype_name(it->dtype), ", expected float32"));
-    if (it->has_shape && it->dims.size() != w.rank)
-      problems.push_back(cat(kind, " '", w.name, "' is ", it->describe(), ", expected rank ", w.rank));
-  }
-}
-
-[[noreturn]] void fail_contract(const Model& m, const char* what, const std::vector<std::string>& problems,
-                                const char* expected) {
-  std::string msg = cat(m.path, " does not follow the SAM ", what, " contract:");
-  for (auto& p : problems) msg += "\n  - " + p;
-  fail(msg, "\n  expected ", expected);
-}
-
-const ValueDecl* find_decl(const std::vector<ValueDecl>& values, const std::string& name) {
-  for (auto& v : values)
-    if (v.name == name) return &v;
-  return nullptr;
-}
-
-}  // namespace
-
 void check_decoder_contract(const Model& m) {
   std::vector<std::string> problems;
   check_values(m.graph.inputs,
@@ -120,7 +83,7 @@ void check_decoder_contract(const Model& m) {
   check_values(m.graph.outputs, {{"masks", 4}, {"iou_predictions", 2}}, "output", problems);
   if (!problems.empty())
     fail_contract(
-        m, "decoder", problems,
+        m, "SAM decoder", problems,
         "inputs image_embeddings float32[1,C,E,E], point_coords float32[B,N,2], point_labels "
         "float32[B,N], mask_input float32[1,1,4E,4E], has_mask_input float32[1], orig_im_size "
         "float32[2]; outputs masks float32[B,M,H,W], iou_predictions float32[B,M] (segment-anything's "
@@ -149,7 +112,7 @@ void check_encoder_contract(const Model& m, int image_size) {
   if (m.graph.outputs.size() != 1 && !find_decl(m.graph.outputs, "image_embeddings"))
     problems.push_back("missing output 'image_embeddings'");
   if (!problems.empty())
-    fail_contract(m, "encoder", problems,
+    fail_contract(m, "SAM encoder", problems,
                   cat("input pixels float32[1,3,", image_size, ",", image_size,
                       "] (image_size of sam.json) and output image_embeddings float32[1,C,E,E]")
                       .c_str());
