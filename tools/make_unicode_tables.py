@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes src/text/unicode_tables.inc: the Unicode properties the BERT
 tokenizer needs (as HuggingFace's BertTokenizer sees them through Python's unicodedata
-and str methods), as sorted range tables for binary search.
+and str methods) and those of the byte-level BPE tokenizer (letters, numbers and white
+space for Qwen2's split regex, NFC's decompositions, combining classes and compositions),
+as sorted tables for binary search.
 
     /usr/bin/python3 tools/make_unicode_tables.py
 """
@@ -73,6 +75,43 @@ def decompositions():
     return out
 
 
+# The regex engines' \\s is the White_Space property: str.isspace() less the four separators
+# U+001C..U+001F, which Python counts as space and Unicode does not.
+def is_white_space(c):
+    return chr(c).isspace() and not 0x1C <= c <= 0x1F
+
+
+def combining_class_runs():
+    runs = []  # [first, last, class]
+    for c in ALL:
+        k = unicodedata.combining(chr(c))
+        if not k:
+            continue
+        if runs and runs[-1][1] == c - 1 and runs[-1][2] == k:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c, k])
+    return runs
+
+
+# One step of canonical decomposition (one or two code points; NFC applies it again to the
+# result), and whether the pair composes back: not a composition exclusion, which NFC would
+# leave decomposed.
+def canonical_decompositions():
+    out = []
+    for c in ALL:
+        if HANGUL_FIRST <= c <= HANGUL_LAST:
+            continue
+        d = unicodedata.decomposition(chr(c))
+        if not d or d.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        assert len(parts) <= 2, hex(c)
+        composes = len(parts) == 2 and unicodedata.normalize("NFC", chr(c)) == chr(c)
+        out.append((c, parts + [0] * (2 - len(parts)), composes))
+    return out
+
+
 def emit_ranges(f, name, comment, rs):
     f.write(f"// {comment}\nconstexpr CodeRange {name}[] = {{\n")
     items = [f"{{0x{a:X}, 0x{b:X}}}" for a, b in rs]
@@ -103,6 +142,29 @@ def main():
                     ranges(sigma_after))
         emit_ranges(f, "kCaseIgnorable", "Case_Ignorable, as str.lower() tests it for Final_Sigma.",
                     ranges(case_ignorable))
+
+        emit_ranges(f, "kLetter", "General categories L*: Qwen2's split regex's \\p{L}.",
+                    ranges(lambda c: cat(c).startswith("L")))
+        emit_ranges(f, "kNumber", "General categories N*: Qwen2's split regex's \\p{N}.",
+                    ranges(lambda c: cat(c).startswith("N")))
+        white = ranges(is_white_space)
+        assert sum(b - a + 1 for a, b in white) == 25, white
+        emit_ranges(f, "kWhiteSpace", "Unicode White_Space: the regex engines' \\s.", white)
+
+        f.write("// Canonical combining classes: c in [first, last] has class `ccc` (others 0).\n"
+                "constexpr CombiningClassRun kCombiningClass[] = {\n")
+        items = [f"{{0x{a:X}, 0x{b:X}, {k}}}" for a, b, k in combining_class_runs()]
+        for i in range(0, len(items), 6):
+            f.write("    " + ", ".join(items[i:i + 6]) + ",\n")
+        f.write("};\n\n")
+
+        f.write("// One step of canonical decomposition (second 0 for a singleton) except the Hangul\n"
+                "// syllables, and whether NFC composes the pair back (not a composition exclusion).\n"
+                "constexpr CanonicalDecomposition kCanonicalDecomposition[] = {\n")
+        items = [f"{{0x{c:X}, 0x{a:X}, 0x{b:X}, {int(k)}}}" for c, (a, b), k in canonical_decompositions()]
+        for i in range(0, len(items), 4):
+            f.write("    " + ", ".join(items[i:i + 4]) + ",\n")
+        f.write("};\n\n")
 
         runs = lower_runs()
         f.write("// str.lower() for single characters: c in [first, last] with (c - first) % stride == 0\n"
