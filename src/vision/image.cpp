@@ -222,17 +222,41 @@ namespace {
 
 constexpr int kPrecisionBits = 32 - 8 - 2;
 
-// PIL's precompute_coeffs for the bilinear (triangle) filter, in 8-bit fixed point.
+// A PIL resampling filter: its support (at scale 1) and its kernel.
+struct ResampleFilter {
+  double support;
+  double (*kernel)(double x);
+};
+
+double triangle_kernel(double x) {
+  x = std::abs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+// Keys' cubic convolution with a = -0.5, as PIL's bicubic_filter writes it.
+double bicubic_kernel(double x) {
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+constexpr ResampleFilter kBilinear{1.0, triangle_kernel};
+constexpr ResampleFilter kBicubic{2.0, bicubic_kernel};
+
+// PIL's precompute_coeffs and normalize_coeffs_8bpc: per output pixel, the first input index,
+// the count and the filter's weights in 8-bit fixed point.
 struct Coeffs {
   int ksize = 0;
   std::vector<int> bounds;  // per output pixel: first input index, count
   std::vector<int32_t> k;   // ksize weights per output pixel
 };
 
-Coeffs precompute(int in_size, int out_size) {
+Coeffs precompute(int in_size, int out_size, const ResampleFilter& filter) {
   double scale = double(in_size) / out_size;
   double filterscale = std::max(scale, 1.0);
-  double support = 1.0 * filterscale;
+  double support = filter.support * filterscale;
   Coeffs c;
   c.ksize = int(std::ceil(support)) * 2 + 1;
   c.bounds.resize(size_t(out_size) * 2);
@@ -245,8 +269,7 @@ Coeffs precompute(int in_size, int out_size) {
     int xmax = std::min(int(center + support + 0.5), in_size) - xmin;
     double ww = 0;
     for (int x = 0; x < xmax; x++) {
-      double t = std::abs((x + xmin - center + 0.5) * ss);
-      double w = t < 1.0 ? 1.0 - t : 0.0;
+      double w = filter.kernel((x + xmin - center + 0.5) * ss);
       kd[x] = w;
       ww += w;
     }
@@ -265,13 +288,14 @@ uint8_t clip8(int64_t v) {
   return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-}  // namespace
-
-Image resize_bilinear(const Image& img, int width, int height) {
+// PIL's ImagingResample on 8-bit RGB: a horizontal pass, then a vertical one, each skipped
+// when that side keeps its size.
+Image resample(const Image& img, int width, int height, const ResampleFilter& filter) {
   VLRT_CHECK(width > 0 && height > 0, "cannot resize to ", width, "x", height);
+  VLRT_CHECK(img.width > 0 && img.height > 0, "cannot resize an empty ", img.width, "x", img.height, " image");
   Image cur = img;
-  if (width != img.width) {  // horizontal pass first, as PIL does
-    Coeffs c = precompute(img.width, width);
+  if (width != img.width) {
+    Coeffs c = precompute(img.width, width, filter);
     Image out{width, img.height, std::vector<uint8_t>(size_t(width) * img.height * 3)};
     for (int y = 0; y < img.height; y++) {
       const uint8_t* row = &img.rgb[size_t(y) * img.width * 3];
@@ -288,7 +312,7 @@ Image resize_bilinear(const Image& img, int width, int height) {
     cur = std::move(out);
   }
   if (height != cur.height) {
-    Coeffs c = precompute(cur.height, height);
+    Coeffs c = precompute(cur.height, height, filter);
     Image out{cur.width, height, std::vector<uint8_t>(size_t(cur.width) * height * 3)};
     for (int yy = 0; yy < height; yy++) {
       int ymin = c.bounds[yy * 2], ymax = c.bounds[yy * 2 + 1];
@@ -303,6 +327,12 @@ Image resize_bilinear(const Image& img, int width, int height) {
   }
   return cur;
 }
+
+}  // namespace
+
+Image resize_bilinear(const Image& img, int width, int height) { return resample(img, width, height, kBilinear); }
+
+Image resize_bicubic(const Image& img, int width, int height) { return resample(img, width, height, kBicubic); }
 
 Tensor normalize_images(const std::vector<const Image*>& images) {
   VLRT_CHECK(!images.empty(), "no images to normalize");

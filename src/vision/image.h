@@ -1,5 +1,5 @@
 // Images in, model input out: decode (PNG/JPEG/BMP/GIF/WebP/TIFF), EXIF orientation, the DETR-family
-// aspect-keeping resize (PIL bilinear, antialiased) and ImageNet normalization; PNG out.
+// aspect-keeping resize (PIL bilinear, antialiased), PIL's bicubic resize and ImageNet normalization; PNG out.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +51,9 @@ std::pair<int, int> target_size(int width, int height, const ResizeOptions& o);
 // PIL's bilinear resize (Image.resize, BILINEAR with its antialiasing filter
 // support, 8-bit fixed-point arithmetic), so pixels match the reference exactly.
 Image resize_bilinear(const Image& img, int width, int height);
+// PIL's bicubic resize (BICUBIC: Keys' cubic, a = -0.5, support 2, the same antialiasing and
+// fixed-point arithmetic), as Qwen2-VL's image processor resizes.
+Image resize_bicubic(const Image& img, int width, int height);
 
 // float32 [B,3,H,W]: (pixel/255 - mean) / std with ImageNet mean and std; all
 // images must have the same size.
