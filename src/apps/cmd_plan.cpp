@@ -38,6 +38,7 @@ void print_plan(const std::string& model, const std::map<std::string, std::pair<
     std::cout << dp.device.str() << ": " << dp.nodes << " nodes, weights " << human_bytes(double(dp.weight_bytes))
               << ", activation peak " << human_bytes(double(dp.peak_activation_bytes)) << ", prepared state "
               << human_bytes(double(dp.prepared_bytes));
+    if (dp.resident_bytes) std::cout << ", resident inputs (KV cache) " << human_bytes(double(dp.resident_bytes));
     if (dp.cap) std::cout << " (cap " << human_bytes(double(dp.cap)) << ")";
     if (dp.dynamic_values) std::cout << ", " << dp.dynamic_values << " values sized at run time";
     std::cout << "\n";
@@ -94,6 +95,7 @@ nlohmann::json plan_json(const std::string& model, const std::map<std::string, s
                                      {"weight_bytes", dp.weight_bytes},
                                      {"peak_activation_bytes", dp.peak_activation_bytes},
                                      {"prepared_bytes", dp.prepared_bytes},
+                                     {"resident_bytes", dp.resident_bytes},
                                      {"dynamic_values", dp.dynamic_values},
                                      {"cap_bytes", dp.cap}};
   }

@@ -179,6 +179,12 @@ Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType,
   Prepared p;
   p.key = key;
   p.inferred = infer_shapes(model_, in, host());
+  p.plan = std::make_unique<Plan>(make_plan(model_, p.inferred, options_.plan, plan_hooks()));
+  if (prepared_.size() >= 64) prepared_.clear();  // bound the cache for ever-changing shapes
+  return prepared_[key] = std::move(p);
+}
+
+PlanHooks Session::plan_hooks() {
   PlanHooks hooks;
   hooks.supports = [this](const Device& d, const Node& n, const std::vector<DType>& dt, std::string* why) {
     return executor_.backend(d).supports(n, dt, why);
@@ -188,9 +194,11 @@ Session::Prepared& Session::prepare(const std::map<std::string, std::pair<DType,
     return executor_.backend(d).prepare_info(n, opset, in);
   };
   hooks.alignment = [this](const Device& d) { return executor_.backend(d).alignment(); };
-  p.plan = std::make_unique<Plan>(make_plan(model_, p.inferred, options_.plan, hooks));
-  if (prepared_.size() >= 64) prepared_.clear();  // bound the cache for ever-changing shapes
-  return prepared_[key] = std::move(p);
+  return hooks;
+}
+
+Plan Session::plan_with(const std::map<std::string, std::pair<DType, Shape>>& inputs, const PlanOptions& options) {
+  return make_plan(model_, infer(inputs), options, plan_hooks());
 }
 
 const InferredGraph& Session::infer(const std::map<std::string, std::pair<DType, Shape>>& inputs) {

@@ -64,6 +64,9 @@ class Session {
   // Shapes, folded values and the plan for inputs of these dtypes and shapes (cached).
   const InferredGraph& infer(const std::map<std::string, std::pair<DType, Shape>>& inputs);
   const Plan& plan(const std::map<std::string, std::pair<DType, Shape>>& inputs);
+  // A plan for these inputs under other plan options (other caps, resident inputs), made
+  // afresh and not kept: for sizing what would fit.
+  Plan plan_with(const std::map<std::string, std::pair<DType, Shape>>& inputs, const PlanOptions& options);
 
   // Runs the whole graph; returns every graph output.
   TensorMap run(const TensorMap& inputs);
@@ -92,6 +95,7 @@ class Session {
   Prepared& prepare(const std::map<std::string, std::pair<DType, Shape>>& inputs,
                     const std::map<std::string, ValueKind>& kinds = {});
   const Branch& branch_of(Prepared& p);
+  PlanHooks plan_hooks();
   // Fails naming the node when no listed device (nor the host, for folding) runs its op.
   void check_supported();
   Backend& host() { return executor_.backend(Device{}); }

@@ -1,6 +1,7 @@
 #include "plan/plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "ops/op_schema.h"
 
@@ -310,9 +311,17 @@ class Builder {
       auto cap = options_.memory_caps.find(dp.device.str());
       dp.cap = cap == options_.memory_caps.end() ? 0 : cap->second;
     }
+    std::set<std::string> resident_charged;
     for (auto& s : p.steps) {
       if (s.kind != Step::Kind::run) continue;
       DevicePlan& dp = p.devices[s.lane];
+      for (int in : s.inputs) {
+        if (in < 0) continue;
+        const std::string& value = p.slots[size_t(in)].value;
+        auto resident = options_.resident_inputs.find(value);
+        if (resident != options_.resident_inputs.end() && resident_charged.insert(value).second)
+          dp.resident_bytes += resident->second;
+      }
       dp.nodes++;
       dp.ops[g.nodes[s.node].op_type]++;
       if (s.control_flow) count_subgraph_ops(g.nodes[s.node], dp.ops);
@@ -483,8 +492,9 @@ Plan make_plan(const Model& model, const InferredGraph& inferred, const PlanOpti
       if (fits(plan, d)) continue;
       const DevicePlan& dp = plan.device_plan(options.devices[d]);
       fail("the model does not fit: ", dp.device.str(), " needs ", dp.weight_bytes, " bytes of weights + ",
-           dp.peak_activation_bytes, " bytes of activations + ", dp.prepared_bytes,
-           " bytes of prepared state but its cap is ", dp.cap,
+           dp.peak_activation_bytes, " bytes of activations + ", dp.prepared_bytes, " bytes of prepared state",
+           dp.resident_bytes ? cat(" + ", dp.resident_bytes, " bytes of resident inputs (KV cache)") : "",
+           " but its cap is ", dp.cap,
            " bytes; raise --memory, add a device to --devices or use smaller inputs");
     }
   }

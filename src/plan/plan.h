@@ -19,6 +19,10 @@ namespace vlrt {
 struct PlanOptions {
   std::vector<Device> devices{Device{}};    // in order of preference
   std::map<std::string, size_t> memory_caps;  // device name -> bytes for weights + activations + prepared state
+  // Graph inputs whose memory the caller keeps on the device that reads them across runs (a
+  // decoder's KV cache), with the bytes each holds at most: counted against the cap of the
+  // device of the first node that reads it, so that a split leaves room for them.
+  std::map<std::string, size_t> resident_inputs;
 };
 
 // What the planner asks of the backends of the listed devices.
@@ -84,9 +88,10 @@ struct DevicePlan {
   size_t weight_bytes = 0;         // initializers and folded constants the device holds
   size_t peak_activation_bytes = 0;  // the arena size
   size_t prepared_bytes = 0;         // per-node state its backend prepares (packed weights ...)
+  size_t resident_bytes = 0;         // PlanOptions::resident_inputs read here
   size_t dynamic_values = 0;
   size_t cap = 0;                  // 0: no cap
-  size_t total_bytes() const { return weight_bytes + peak_activation_bytes + prepared_bytes; }
+  size_t total_bytes() const { return weight_bytes + peak_activation_bytes + prepared_bytes + resident_bytes; }
 };
 
 struct Plan {
