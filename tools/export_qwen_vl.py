@@ -76,19 +76,35 @@ VARIANTS = {
 }
 
 
-def tiny_config(variant):
+# --fixture: the same architecture at half the width and smaller images, small enough (< 1 MB
+# with its images) to be committed as the C++ tests' VLM folder.
+FIXTURE = dict(text=dict(hidden_size=32, intermediate_size=64, mrope_section=[1, 1, 2]),
+               vision={"qwen2-vl": dict(embed_dim=16, hidden_size=32),
+                       "qwen2.5-vl": dict(hidden_size=16, out_hidden_size=32, intermediate_size=32, window_size=56)},
+               max_pixels=112 * 112, image_size=(84, 120))
+
+
+def use_fixture_sizes(variant):
+    global MAX_PIXELS
+    VARIANTS[variant]["vision"].update(FIXTURE["vision"][variant])
+    MAX_PIXELS = FIXTURE["max_pixels"]
+
+
+def tiny_config(variant, fixture=False):
     cls = getattr(transformers, VARIANTS[variant]["config"])
-    return cls(vocab_size=762, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-               num_key_value_heads=2, max_position_embeddings=2048, initializer_range=0.3,
-               rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}, vision_config=VARIANTS[variant]["vision"],
+    text = FIXTURE["text"] if fixture else dict(hidden_size=64, intermediate_size=128, mrope_section=[2, 3, 3])
+    return cls(vocab_size=762, hidden_size=text["hidden_size"], intermediate_size=text["intermediate_size"],
+               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+               initializer_range=0.3, rope_scaling={"type": "mrope", "mrope_section": text["mrope_section"]},
+               vision_config=VARIANTS[variant]["vision"],
                image_token_id=IMAGE_PAD, video_token_id=VIDEO_PAD, vision_start_token_id=VISION_START,
                vision_end_token_id=VISION_END, bos_token_id=ENDOFTEXT, eos_token_id=IM_END, pad_token_id=ENDOFTEXT,
                tie_word_embeddings=False, attn_implementation="eager", torch_dtype="float32")
 
 
-def build_model(variant):
+def build_model(variant, fixture=False):
     torch.manual_seed(SEED)
-    config = tiny_config(variant)
+    config = tiny_config(variant, fixture)
     model = getattr(transformers, VARIANTS[variant]["model"])._from_config(config, attn_implementation="eager")
     with torch.no_grad():
         model.lm_head.weight.mul_(LM_HEAD_SCALE)
@@ -262,7 +278,7 @@ def export_all(model, variant, out, vision_example):
 # -------------------------------------------------------------------------------- reference
 
 
-def reference(model, processor, out, images):
+def reference(model, processor, out, images, write_pixels=True):
     from PIL import Image
 
     import transformers.generation.utils as gen_utils
@@ -272,10 +288,11 @@ def reference(model, processor, out, images):
     samples, image_entries, margin = [], [], np.inf
     for i, img in enumerate(pil):
         px = processor.image_processor(images=[img], return_tensors="pt")
-        name = f"image{i + 1}.pixel_values.npy"
-        np.save(os.path.join(out, name), px["pixel_values"].numpy())
-        image_entries.append({"file": f"image{i + 1}.png", "pixel_values": name,
-                              "image_grid_thw": px["image_grid_thw"][0].tolist()})
+        entry = {"file": f"image{i + 1}.png", "image_grid_thw": px["image_grid_thw"][0].tolist()}
+        if write_pixels:
+            entry["pixel_values"] = f"image{i + 1}.pixel_values.npy"
+            np.save(os.path.join(out, entry["pixel_values"]), px["pixel_values"].numpy())
+        image_entries.append(entry)
     jobs = [([i], p) for i in range(len(pil)) for p in PROMPTS] + [(list(range(len(pil))), BOTH_PROMPT)]
     for image_ids, prompt in jobs:
         content = [{"type": "image"} for _ in image_ids] + [{"type": "text", "text": prompt}]
@@ -324,16 +341,20 @@ def write_config(config, sizes, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--variant", choices=sorted(VARIANTS), required=True)
-    ap.add_argument("--out", required=True, help="folder to write (outside the repository)")
+    ap.add_argument("--out", required=True, help="folder to write (outside the repository, unless --fixture)")
+    ap.add_argument("--fixture", action="store_true",
+                    help="half-width model, small images, no pixel_values .npy: the committed test folder")
     a = ap.parse_args()
     if not hasattr(transformers, VARIANTS[a.variant]["model"]):
         sys.exit(f"{a.variant} needs transformers {VARIANTS[a.variant]['transformers']} "
                  f"(this is {transformers.__version__})")
     os.makedirs(a.out, exist_ok=True)
-    model = build_model(a.variant)
+    if a.fixture:
+        use_fixture_sizes(a.variant)
+    model = build_model(a.variant, a.fixture)
     processor = build_processor(a.variant)
 
-    images = [scenes.make_scene(SEED, i)[0] for i in range(2)]
+    images = [scenes.make_scene(SEED, i, size=FIXTURE["image_size"] if a.fixture else None)[0] for i in range(2)]
     for i, img in enumerate(images):
         scenes.write_png(os.path.join(a.out, f"image{i + 1}.png"), img)
 
@@ -364,7 +385,7 @@ def main():
     generation.save_pretrained(a.out)
     model.generation_config = generation
     processor.save_pretrained(a.out)
-    margin = reference(model, processor, a.out, images)
+    margin = reference(model, processor, a.out, images, write_pixels=not a.fixture)
     print(f"smallest top-1 minus top-2 logit margin over all reference steps: {margin:.3f}")
     for name in sorted(os.listdir(a.out)):
         print(f"  {name:40s} {os.path.getsize(os.path.join(a.out, name)):>10d}")

@@ -30,7 +30,7 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t batch, int64_t context)
   VLRT_CHECK(shape.layers > 0 && shape.kv_heads > 0 && shape.head_dim > 0, "a KV cache needs layers, heads and a head size");
   VLRT_CHECK(batch > 0 && context > 0, "a KV cache needs a batch and a context of at least 1, got ", batch, " and ",
         context);
-  size_t per_buffer = bytes() / size_t(2 * shape.layers);
+  size_t per_buffer = shape.bytes_per_token() / size_t(2 * shape.layers) * size_t(batch * context);
   for (int64_t l = 0; l < shape.layers; l++) {
     for (auto* list : {&keys_, &values_}) {
       list->push_back(host_alloc(per_buffer));
@@ -40,7 +40,12 @@ KvCache::KvCache(const KvCacheShape& shape, int64_t batch, int64_t context)
   bucket_ = cache_buckets(context).front();
 }
 
-size_t KvCache::bytes() const { return shape_.bytes_per_token() * size_t(batch_ * context_); }
+size_t KvCache::bytes() const {
+  size_t total = 0;
+  for (auto* list : {&keys_, &values_})
+    for (auto& buffer : *list) total += buffer->bytes;
+  return total;
+}
 
 Tensor KvCache::view(const std::shared_ptr<Buffer>& buffer) const {
   return Tensor(shape_.dtype, {batch_, shape_.kv_heads, bucket_, shape_.head_dim}, buffer, 0);

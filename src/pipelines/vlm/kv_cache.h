@@ -44,7 +44,7 @@ class KvCache {
   int64_t length() const { return length_; }
   // The bucket the next decode step runs with: the smallest that holds length() + 1 tokens.
   int64_t bucket() const { return bucket_; }
-  // Bytes held: layers x 2 x batch x kv_heads x context x head_dim x dtype size.
+  // Bytes its buffers hold (what was allocated, to compare with what was planned).
   size_t bytes() const;
 
   // The past inputs of a decode step: [B, kv_heads, bucket(), head_dim] views, positions past

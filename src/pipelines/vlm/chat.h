@@ -1,0 +1,120 @@
+// A VLM folder ready to answer: the vision encoder on its devices, the embedding and the
+// decoder on theirs, the tokenizer and the chat template; generate() runs one turn (images
+// encoded, image embeddings scattered into the prompt's embeddings after a planned transfer,
+// prefill, then decode steps with the planned KV cache) and streams the answer.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exec/session.h"
+#include "pipelines/vlm/kv_cache.h"
+#include "pipelines/vlm/model_folder.h"
+#include "text/byte_level_bpe.h"
+#include "text/chat_template.h"
+#include "vision/image.h"
+
+namespace vlrt::vlm {
+
+struct ChatOptions {
+  SessionOptions vision;  // the vision encoder's devices, memory caps and threads
+  SessionOptions text;    // the embedding's and the decoder's
+  // Tokens a turn holds (prompt and answer): the KV cache's size, planned at load.
+  // 0: max_position_embeddings, at most kDefaultContext.
+  int64_t context = 0;
+  bool verify_hash = true;
+};
+
+inline constexpr int64_t kDefaultContext = 4096;
+
+struct GenerateOptions {
+  SamplingOptions sampling;
+  int64_t max_new_tokens = 0;        // 0: generation_config.json's
+  std::vector<int64_t> stop_tokens;  // empty: generation_config.json's
+};
+
+// Where a device's share of the KV cache stands against its budget.
+struct CacheDevice {
+  Device device;
+  int64_t layers = 0;
+  size_t cache_bytes = 0;    // its layers' keys and values for the batch and context
+  size_t decoder_bytes = 0;  // the decoder's weights, activations and prepared state there
+  size_t budget = 0;         // its --memory cap, else its capacity
+  bool fits() const { return cache_bytes + decoder_bytes <= budget; }
+};
+
+struct CachePlan {
+  int64_t batch = 0, context = 0;
+  size_t bytes_per_token = 0;  // one sequence, all layers
+  std::vector<CacheDevice> devices;
+  bool fits() const;
+};
+
+struct TurnStats {
+  int64_t images = 0, image_tokens = 0, prompt_tokens = 0, generated_tokens = 0, context = 0;
+  double vision_ms = 0, prefill_ms = 0, decode_ms = 0;
+  double first_token_ms = 0;  // from the start of the turn to the first generated token
+  size_t cache_bytes = 0;          // the KV cache's buffers, as allocated
+  size_t planned_cache_bytes = 0;  // as planned at load
+  size_t transfers_planned = 0, transfers_executed = 0;
+  // Per model ("vision", "embedding", "decoder"): the devices its last plan ran on and their
+  // node counts.
+  std::map<std::string, std::vector<std::pair<std::string, size_t>>> placement;
+  std::string stop;  // "stop token", "max_new_tokens" or "context"
+};
+
+struct Answer {
+  std::vector<int64_t> tokens;  // generated, the stop token excluded
+  std::string text;
+  TurnStats stats;
+};
+
+class Chat {
+ public:
+  // Loads and checks the folder and plans the decoder with its KV cache for the context;
+  // fails before anything runs when they do not fit the text devices.
+  Chat(const std::string& dir, ChatOptions options);
+  int64_t context() const { return context_; }
+
+  const ModelFolder& folder() const { return folder_; }
+  const text::ByteLevelBpe& tokenizer() const { return tokenizer_; }
+  Session& vision() { return *vision_; }
+  Session& embedding() { return *embedding_; }
+  Session& decoder() { return *decoder_; }
+
+  // One turn: the messages (their images in `images`, in order) rendered with the chat
+  // template and a generation prompt; `on_text` gets the answer's text as it completes.
+  Answer generate(const std::vector<text::ChatMessage>& messages, const std::vector<vision::Image>& images,
+                  const GenerateOptions& options, const std::function<void(std::string_view)>& on_text = {});
+
+  // The KV cache of `batch` sequences of `context` tokens on the decoder's devices, beside the
+  // decoder's own planned memory there (its decode step with the whole context as past; the
+  // cache counted on the device that reads each layer's part).
+  CachePlan plan_cache(int64_t batch, int64_t context);
+  // The longest context (at `batch`) and the largest batch (at `context`) whose cache and
+  // decoder fit every device's budget; 0 when none does.
+  int64_t longest_context(int64_t batch);
+  int64_t largest_batch(int64_t context);
+
+ private:
+  // The decoder's decode-step signature and its plan options with the cache as resident inputs.
+  std::map<std::string, std::pair<DType, Shape>> decode_signature(int64_t batch, int64_t past) const;
+  PlanOptions decoder_plan_options(int64_t batch, int64_t context) const;
+
+  ModelFolder folder_;
+  ChatOptions options_;
+  int64_t context_ = 0;
+  size_t planned_cache_bytes_ = 0;
+  text::ByteLevelBpe tokenizer_;
+  text::ChatTemplate template_;
+  std::unique_ptr<Session> vision_, embedding_, decoder_;
+};
+
+// Where each decoder layer's past key is read (its cache's device) in a plan of the decoder.
+std::vector<Device> cache_devices(const Session& decoder, const Plan& plan, int64_t layers);
+
+}  // namespace vlrt::vlm
