@@ -1,9 +1,11 @@
 // vlrt tokenize --vocab V "CAPTION": the caption as GroundingDINO will see it.
+// vlrt tokenize --tokenizer tokenizer.json "TEXT": a byte-level BPE tokenizer's ids (Qwen2-VL).
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "pipelines/grounding/text_inputs.h"
+#include "text/byte_level_bpe.h"
 
 namespace vlrt {
 
@@ -11,7 +13,9 @@ namespace {
 
 struct TokenizeArgs {
   std::string vocab;
+  std::string tokenizer;
   std::string caption;
+  bool decode = false;
   int64_t max_length = grounding::kDefaultMaxTextLength;
   bool json = false;
 };
@@ -35,7 +39,21 @@ void print_row(const char* name, const std::vector<int64_t>& v) {
   std::cout << "\n";
 }
 
+void tokenize_bpe(const TokenizeArgs& a) {
+  auto tokenizer = text::ByteLevelBpe::load(a.tokenizer);
+  std::vector<int64_t> ids = tokenizer.encode(a.caption);
+  if (a.json) {
+    nlohmann::ordered_json j = {{"input_ids", ids}};
+    if (a.decode) j["decode"] = tokenizer.decode(ids);
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  print_row("input_ids:", ids);
+  if (a.decode) std::cout << "decode: " << tokenizer.decode(ids) << "\n";
+}
+
 void tokenize(const TokenizeArgs& a) {
+  if (!a.tokenizer.empty()) return tokenize_bpe(a);
   auto tokenizer = text::BertTokenizer::load(a.vocab);
   grounding::EncodedCaption e = grounding::encode_caption(tokenizer, a.caption, a.max_length);
   grounding::TextInputs t = grounding::make_text_inputs(tokenizer, {e});
@@ -78,16 +96,25 @@ void tokenize(const TokenizeArgs& a) {
 void add_tokenize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "tokenize",
-      "Show a caption normalized and tokenized as GroundingDINO sees it: tokens, ids, masks, phrases");
+      "Show a caption normalized and tokenized as GroundingDINO sees it: tokens, ids, masks, phrases; or a "
+      "text's ids from a byte-level BPE tokenizer.json (Qwen2-VL)");
   static TokenizeArgs a;
   cmd->add_option("caption", a.caption, "the prompt, e.g. \"person . bicycle .\"")->required();
-  cmd->add_option("--vocab", a.vocab, "BERT vocab.txt (one token per line)")->required();
+  auto* vocab = cmd->add_option("--vocab", a.vocab, "BERT vocab.txt (one token per line)");
+  auto* bpe = cmd->add_option("--tokenizer", a.tokenizer,
+                              "HuggingFace tokenizer.json of a byte-level BPE (Qwen2-VL); special tokens in the "
+                              "text are matched");
+  vocab->excludes(bpe);
+  cmd->add_flag("--decode", a.decode, "with --tokenizer: also print the ids decoded back to text");
   cmd->add_option("--max-length", a.max_length,
                   "maximum tokens with [CLS] and [SEP]; whole phrases past it are dropped")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(3), int64_t(1) << 20));
   cmd->add_flag("--json", a.json, "print one JSON object");
-  cmd->callback([] { tokenize(a); });
+  cmd->callback([] {
+    if (a.vocab.empty() && a.tokenizer.empty()) throw CLI::RequiredError("--vocab or --tokenizer");
+    tokenize(a);
+  });
 }
 
 }  // namespace vlrt

@@ -154,6 +154,24 @@ TEST(ByteLevelBpe, MergesAsStringsEqualMergesAsPairs) {
   for (const auto& c : vectors()["encode"]) EXPECT_EQ(strings.encode(c["text"].get<std::string>()), ids_of(c["ids"]));
 }
 
+TEST(ByteLevelBpe, TokenizeCommandPrintsIdsAndDecode) {
+  std::vector<int64_t> ids = tokenizer().encode("<|im_start|>Is there a star? 你好");
+  std::string expected = "input_ids:";
+  for (int64_t id : ids) expected.append(" ").append(std::to_string(id));
+  expected += "\n";
+  auto r = test::run_cli("tokenize --tokenizer " + kTokenizer + " --decode '<|im_start|>Is there a star? 你好'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decode: <|im_start|>Is there a star? 你好\n"), std::string::npos) << r.output;
+
+  auto neither = test::run_cli("tokenize 'text'");
+  EXPECT_NE(neither.exit_code, 0);
+  EXPECT_NE(neither.output.find("--vocab or --tokenizer"), std::string::npos) << neither.output;
+  auto missing = test::run_cli("tokenize --tokenizer /nonexistent/tokenizer.json 'text'");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("/nonexistent/tokenizer.json: no such file"), std::string::npos) << missing.output;
+}
+
 TEST(Unicode, NfcComposesReordersAndKeepsExclusions) {
   EXPECT_EQ(nfc("cafe\u0301"), "caf\u00e9");
   EXPECT_EQ(nfc("\u1100\u1161\u11a8"), "\uac01");                   // Hangul L V T
