@@ -1,5 +1,6 @@
 // _vlrt: the compiled half of `import vlrt`. InferenceSession runs any model (shaped like
-// onnxruntime's); _Detector is the grounding pipeline's detector, which vlrt/__init__.py wraps.
+// onnxruntime's); _Detector is the grounding pipeline's detector and _Segmenter the SAM
+// pipeline's segmenter, which vlrt/__init__.py wraps.
 // Every vlrt::Error becomes vlrt.Error (a RuntimeError) with vlrt's message. A model runs
 // with the GIL released; one mutex per object lets Python threads share it (runs take turns,
 // since a Session's executor holds the state of the run in progress).
@@ -7,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 
@@ -14,6 +16,7 @@
 #include "exec/session.h"
 #include "integrity/load_model.h"
 #include "pipelines/grounding/detector.h"
+#include "pipelines/segment/segmenter.h"
 #include "vision/image.h"
 
 namespace py = pybind11;
@@ -223,6 +226,30 @@ class InferenceSession {
   std::mutex mutex_;
 };
 
+// An image given from Python: a path (str), encoded bytes, or a uint8 [H,W,3] RGB array.
+vision::Image image_argument(const py::object& image) {
+  if (py::isinstance<py::str>(image)) {
+    auto path = image.cast<std::string>();
+    py::gil_scoped_release unlocked;
+    return vision::load_image(path);
+  }
+  if (py::isinstance<py::bytes>(image)) {
+    auto bytes = image.cast<std::string>();
+    py::gil_scoped_release unlocked;
+    return vision::decode_image(bytes, "image bytes");
+  }
+  if (!py::isinstance<py::array>(image))
+    fail("image: expected a path, encoded bytes or an HxWx3 uint8 array, got ",
+         std::string(py::str(py::type::of(image).attr("__name__"))));
+  auto rgb = image.cast<py::array>();
+  if (!rgb.dtype().equal(py::dtype::of<uint8_t>()) || rgb.ndim() != 3 || rgb.shape(2) != 3)
+    fail("image: expected an HxWx3 uint8 array (RGB; bgr=True for OpenCV's BGR), got ",
+         std::string(py::str(rgb.dtype())), " ", std::string(py::str(rgb.attr("shape"))));
+  auto pixels = py::array_t<uint8_t, py::array::c_style>::ensure(rgb);
+  return {int(rgb.shape(1)), int(rgb.shape(0)),
+          std::vector<uint8_t>(pixels.data(), pixels.data() + pixels.size())};
+}
+
 // One image's detections as arrays: xyxy float32 [N,4], confidence float32 [N], class_id
 // int64 [N] (the phrase's index in the prompt, -1 when none passed the text threshold),
 // labels, the prompt's phrases and truncation warning, and the image's width and height.
@@ -261,26 +288,9 @@ class Detector {
     detector_ = std::make_unique<grounding::Detector>(std::move(model), vocab_path, options);
   }
 
-  py::tuple predict_path(const std::string& path, const std::string& prompt, std::optional<float> box_threshold,
-                         std::optional<float> text_threshold) {
-    vision::Image image;
-    {
-      py::gil_scoped_release unlocked;
-      image = vision::load_image(path);
-    }
-    return predict(image, prompt, box_threshold, text_threshold);
-  }
-
-  // `rgb`: uint8 [H,W,3].
-  py::tuple predict_rgb(const py::array& rgb, const std::string& prompt, std::optional<float> box_threshold,
-                        std::optional<float> text_threshold) {
-    if (!rgb.dtype().equal(py::dtype::of<uint8_t>()) || rgb.ndim() != 3 || rgb.shape(2) != 3)
-      fail("image: expected an HxWx3 uint8 array (RGB; bgr=True for OpenCV's BGR), got ",
-           std::string(py::str(rgb.dtype())), " ", std::string(py::str(rgb.attr("shape"))));
-    auto pixels = py::array_t<uint8_t, py::array::c_style>::ensure(rgb);
-    vision::Image image{int(rgb.shape(1)), int(rgb.shape(0)),
-                        std::vector<uint8_t>(pixels.data(), pixels.data() + pixels.size())};
-    return predict(image, prompt, box_threshold, text_threshold);
+  py::tuple predict(const py::object& image, const std::string& prompt, std::optional<float> box_threshold,
+                    std::optional<float> text_threshold) {
+    return predict_image(image_argument(image), prompt, box_threshold, text_threshold);
   }
 
   void close() {
@@ -292,8 +302,8 @@ class Detector {
 
  private:
   // Runs with the request's thresholds over the model's, restored afterwards.
-  py::tuple predict(const vision::Image& image, const std::string& prompt, std::optional<float> box_threshold,
-                    std::optional<float> text_threshold) {
+  py::tuple predict_image(const vision::Image& image, const std::string& prompt,
+                          std::optional<float> box_threshold, std::optional<float> text_threshold) {
     for (auto [name, v] : {std::pair{"box_threshold", box_threshold}, {"text_threshold", text_threshold}})
       if (v && !(*v >= 0 && *v <= 1)) fail(name, " must be within [0, 1], got ", *v);
     grounding::EncodedCaption caption;
@@ -321,6 +331,137 @@ class Detector {
   std::mutex mutex_;
 };
 
+// bool [N,H,W] from N masks of one image.
+py::array_t<bool> masks_array(const std::vector<const vision::Mask*>& masks, int width, int height) {
+  auto n = py::ssize_t(masks.size()), h = py::ssize_t(height), w = py::ssize_t(width);
+  py::array_t<bool> out({n, h, w}, {h * w, w, py::ssize_t(1)});
+  for (py::ssize_t i = 0; i < n; i++)
+    std::copy_n(masks[size_t(i)]->pixels.data(), h * w, out.mutable_data(i));
+  return out;
+}
+
+// One mask per prompt as arrays: masks bool [N,H,W], the chosen masks' IoU predictions float32
+// [N], the masks' boxes float32 [N,4] (vision::mask_box: x2, y2 exclusive; zeros for an empty
+// mask), which of the decoder's masks int64 [N] and every mask's IoU prediction float32 [N,M].
+py::tuple segments_tuple(const std::vector<segment::Segment>& segments, int width, int height) {
+  auto n = py::ssize_t(segments.size());
+  auto m = py::ssize_t(segments.empty() ? 0 : segments[0].iou_predictions.size());
+  auto f32 = py::ssize_t(sizeof(float));
+  std::vector<const vision::Mask*> masks;
+  py::array_t<float> iou({n}, {f32});
+  py::array_t<float> xyxy({n, py::ssize_t(4)}, {4 * f32, f32});
+  py::array_t<int64_t> mask_index({n}, {py::ssize_t(sizeof(int64_t))});
+  py::array_t<float> iou_predictions({n, m}, {m * f32, f32});
+  auto box = xyxy.mutable_unchecked<2>();
+  auto all_iou = iou_predictions.mutable_unchecked<2>();
+  for (py::ssize_t i = 0; i < n; i++) {
+    const segment::Segment& s = segments[size_t(i)];
+    masks.push_back(&s.mask);
+    iou.mutable_at(i) = s.iou;
+    vision::MaskBox b = vision::mask_box(s.mask);
+    box(i, 0) = float(b.x1), box(i, 1) = float(b.y1), box(i, 2) = float(b.x2), box(i, 3) = float(b.y2);
+    mask_index.mutable_at(i) = s.mask_index;
+    for (py::ssize_t k = 0; k < m; k++) all_iou(i, k) = s.iou_predictions[size_t(k)];
+  }
+  return py::make_tuple(masks_array(masks, width, height), iou, xyxy, mask_index, iou_predictions);
+}
+
+class Segmenter {
+ public:
+  Segmenter(const std::string& model_dir, const std::vector<std::string>& devices, int threads) {
+    SessionOptions options;
+    options.threads = threads;
+    options.plan = plan_options_for(devices, py::none());
+    py::gil_scoped_release unlocked;
+    segmenter_ = std::make_unique<segment::Segmenter>(model_dir, options);
+  }
+
+  // Runs the encoder once; the prompts of every later predict are on this image. Returns
+  // (width, height).
+  py::tuple set_image(const py::object& image) {
+    vision::Image img = image_argument(image);
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      embedding_.reset();
+      embedding_ = open().embed(img);
+    }
+    return py::make_tuple(img.width, img.height);
+  }
+
+  // Rows of boxes (x1,y1,x2,y2) and points (x,y) with their labels (1 foreground, 0
+  // background; foreground when none are given), as `vlrt segment --box/--point` takes them.
+  using Rows = std::vector<std::vector<float>>;
+  py::tuple predict(const Rows& boxes, const Rows& points, const std::optional<std::vector<float>>& point_labels) {
+    if (point_labels && point_labels->size() != points.size())
+      fail("point_labels has ", point_labels->size(), " labels for ", points.size(),
+           " points; give one label (1 foreground, 0 background) per point");
+    std::vector<segment::Box> prompt_boxes;
+    std::vector<segment::Point> prompt_points;
+    for (size_t i = 0; i < boxes.size(); i++)
+      prompt_boxes.push_back(segment::make_box(boxes[i], cat("boxes[", i, "]")));
+    for (size_t i = 0; i < points.size(); i++) {
+      std::vector<float> numbers = points[i];
+      if (numbers.size() == 2 && point_labels) numbers.push_back((*point_labels)[i]);
+      prompt_points.push_back(segment::make_point(numbers, cat("points[", i, "]")));
+    }
+    std::vector<segment::Prompt> prompts = segment::make_prompts(prompt_boxes, prompt_points);
+    std::vector<segment::Segment> segments;
+    int width = 0, height = 0;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      segments = open().segment(image(), prompts);
+      width = image().width, height = image().height;
+    }
+    return segments_tuple(segments, width, height);
+  }
+
+  // One mask per detection box (x1,y1,x2,y2) on the image set, as `vlrt detect --masks` makes
+  // them: a box without width or height gets an empty mask.
+  py::array_t<bool> segment_detections(const Rows& boxes) {
+    std::vector<vision::Detection> detections;
+    for (size_t i = 0; i < boxes.size(); i++) {
+      segment::Box b = segment::make_box(boxes[i], cat("xyxy[", i, "]"));
+      detections.push_back({"", -1, 0, b.x1, b.y1, b.x2, b.y2});
+    }
+    std::vector<vision::Mask> masks;
+    int width = 0, height = 0;
+    {
+      py::gil_scoped_release unlocked;
+      std::lock_guard lock(mutex_);
+      masks = segment::segment_detections(open(), image(), detections);
+      width = image().width, height = image().height;
+    }
+    std::vector<const vision::Mask*> pointers;
+    for (auto& mask : masks) pointers.push_back(&mask);
+    return masks_array(pointers, width, height);
+  }
+
+  void close() {
+    py::gil_scoped_release unlocked;
+    std::lock_guard lock(mutex_);
+    segmenter_.reset();
+    embedding_.reset();
+  }
+  bool closed() const { return !segmenter_; }
+
+ private:
+  segment::Segmenter& open() {
+    if (!segmenter_) fail("this Segmenter is closed; make a new one");
+    return *segmenter_;
+  }
+  const segment::ImageEmbedding& image() {
+    open();
+    if (!embedding_)
+      fail("no image set: call set_image(image) first (a path, encoded bytes or an HxWx3 uint8 array)");
+    return *embedding_;
+  }
+
+  std::unique_ptr<segment::Segmenter> segmenter_;
+  std::optional<segment::ImageEmbedding> embedding_;
+  std::mutex mutex_;
+};
 }  // namespace
 
 }  // namespace vlrt::python
@@ -361,8 +502,16 @@ PYBIND11_MODULE(_vlrt, m) {
   py::class_<Detector>(m, "_Detector")
       .def(py::init<const std::string&, const std::string&, const std::vector<std::string>&, int>(), py::arg("model"),
            py::arg("vocab"), py::arg("devices"), py::arg("threads"))
-      .def("predict_path", &Detector::predict_path)
-      .def("predict_rgb", &Detector::predict_rgb)
+      .def("predict", &Detector::predict)
       .def("close", &Detector::close)
       .def_property_readonly("closed", &Detector::closed);
+
+  py::class_<Segmenter>(m, "_Segmenter")
+      .def(py::init<const std::string&, const std::vector<std::string>&, int>(), py::arg("model_dir"),
+           py::arg("devices"), py::arg("threads"))
+      .def("set_image", &Segmenter::set_image)
+      .def("predict", &Segmenter::predict)
+      .def("segment_detections", &Segmenter::segment_detections)
+      .def("close", &Segmenter::close)
+      .def_property_readonly("closed", &Segmenter::closed);
 }

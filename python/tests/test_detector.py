@@ -54,6 +54,11 @@ def test_bgr_flag_reads_opencv_order(detector, demo_rgb):
     assert not same(detector.predict(bgr, prompt=PROMPT), detector.predict(demo_rgb, prompt=PROMPT))
 
 
+def test_encoded_bytes_give_what_the_file_gives(detector, demo):
+    with open(demo, "rb") as f:
+        assert same(detector.predict(f.read(), prompt=PROMPT), detector.predict(demo, prompt=PROMPT))
+
+
 def test_a_pil_image_gives_what_the_file_gives(detector, demo):
     Image = pytest.importorskip("PIL.Image")
     assert same(detector.predict(Image.open(demo), prompt=PROMPT), detector.predict(demo, prompt=PROMPT))
@@ -84,7 +89,7 @@ def test_box_threshold_keeps_only_stronger_boxes(detector, demo):
         (np.zeros((64, 64), np.uint8), {}, vlrt.Error, "HxWx3"),
         (np.zeros((64, 64, 4), np.uint8), {}, vlrt.Error, "HxWx3"),
         ("no_such_image.png", {}, vlrt.Error, "no_such_image.png"),
-        (3, {}, TypeError, "path, a NumPy array or a PIL image"),
+        (3, {}, TypeError, "a NumPy array or a PIL image"),
         (np.zeros((64, 64, 3), np.uint8), {"classes": ["a"]}, ValueError, "either prompt"),
         (np.zeros((64, 64, 3), np.uint8), {"box_threshold": 1.5}, vlrt.Error, "box_threshold must be within"),
     ],

@@ -269,20 +269,37 @@ nlohmann::json masks_json(const std::vector<Segment>& segments) {
   return out;
 }
 
+namespace {
+
+bool has_area(const vision::Detection& d) { return d.x2 > d.x1 && d.y2 > d.y1; }
+
+std::vector<vision::Mask> empty_masks(size_t count, int width, int height) {
+  return std::vector<vision::Mask>(
+      count, vision::Mask{width, height, std::vector<uint8_t>(size_t(width) * size_t(height))});
+}
+
+}  // namespace
+
 std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const vision::Image& image,
                                              const std::vector<vision::Detection>& detections) {
-  std::vector<vision::Mask> masks(detections.size(), vision::Mask{image.width, image.height, {}});
+  if (std::any_of(detections.begin(), detections.end(), has_area))
+    return segment_detections(segmenter, segmenter.embed(image), detections);
+  return empty_masks(detections.size(), image.width, image.height);
+}
+
+std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const ImageEmbedding& embedding,
+                                             const std::vector<vision::Detection>& detections) {
+  std::vector<vision::Mask> masks = empty_masks(detections.size(), embedding.width, embedding.height);
   std::vector<Prompt> prompts;
   std::vector<size_t> prompted;
   for (size_t i = 0; i < detections.size(); i++) {
     const vision::Detection& d = detections[i];
-    masks[i].pixels.assign(size_t(image.width) * size_t(image.height), 0);
-    if (!(d.x2 > d.x1) || !(d.y2 > d.y1)) continue;
+    if (!has_area(d)) continue;
     prompts.push_back({Box{d.x1, d.y1, d.x2, d.y2}, {}});
     prompted.push_back(i);
   }
   if (prompts.empty()) return masks;
-  std::vector<Segment> segments = segmenter.segment(segmenter.embed(image), prompts);
+  std::vector<Segment> segments = segmenter.segment(embedding, prompts);
   for (size_t k = 0; k < prompted.size(); k++) masks[prompted[k]] = std::move(segments[k].mask);
   return masks;
 }

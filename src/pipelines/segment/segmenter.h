@@ -107,5 +107,8 @@ class Segmenter {
 // decoder once per batch of boxes. A box with no width or height gets an empty mask.
 std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const vision::Image& image,
                                              const std::vector<vision::Detection>& detections);
+// The same for an image already embedded (the encoder does not run again).
+std::vector<vision::Mask> segment_detections(Segmenter& segmenter, const ImageEmbedding& embedding,
+                                             const std::vector<vision::Detection>& detections);
 
 }  // namespace vlrt::segment

@@ -211,6 +211,24 @@ TEST(SamSegmenter, BatchedPromptsGiveTheMasksOfSingleRuns) {
   }
 }
 
+// A detection's box is its prompt; one without width or height gets an empty mask. An image
+// already embedded gives what the image gives.
+TEST(SamSegmenter, DetectionsBecomeBoxPromptsAndEmptyBoxesEmptyMasks) {
+  Segmenter segmenter(fixture("tiny"), {});
+  vision::Image img = vision::load_image(fixture("tiny.png"));
+  std::vector<vision::Detection> dets = {{"a", 0, 0.9f, 2, 1, 15, 11}, {"b", 1, 0.8f, 4, 4, 4, 9}};
+  ImageEmbedding e = segmenter.embed(img);
+  std::vector<vision::Mask> masks = segment_detections(segmenter, e, dets);
+  ASSERT_EQ(masks.size(), 2u);
+  EXPECT_EQ(masks[0].pixels, segmenter.segment(e, {{Box{2, 1, 15, 11}, {}}})[0].mask.pixels);
+  EXPECT_EQ(masks[1].width, img.width);
+  EXPECT_EQ(masks[1].pixels.size(), size_t(img.width * img.height));
+  EXPECT_EQ(vision::mask_area(masks[1]), 0);
+  std::vector<vision::Mask> from_image = segment_detections(segmenter, img, dets);
+  for (size_t i = 0; i < 2; i++) EXPECT_EQ(from_image[i].pixels, masks[i].pixels) << i;
+  EXPECT_EQ(segment_detections(segmenter, img, {dets[1]})[0].pixels, masks[1].pixels);
+}
+
 TEST(SamPipeline, ServesJsonRequestsAndRefusesBadOnes) {
   auto pipeline = find_pipeline("segment").make(load_model(fixture("tiny/encoder.onnx")), {});
   EXPECT_EQ(pipeline->endpoint(), "/v1/segment");
