@@ -24,6 +24,7 @@ void add_bench_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_detect_command(CLI::App& app);
 void add_segment_command(CLI::App& app);
+void add_tag_command(CLI::App& app);
 void add_label_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_fetch_command(CLI::App& app);

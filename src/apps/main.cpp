@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   vlrt::add_plan_command(app);
   vlrt::add_detect_command(app);
   vlrt::add_segment_command(app);
+  vlrt::add_tag_command(app);
   vlrt::add_label_command(app);
   vlrt::add_conformance_command(app);
   vlrt::add_verify_command(app);
