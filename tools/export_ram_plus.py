@@ -21,7 +21,7 @@ Two exports:
                the description reweighting is one batched MatMul.
   --unpatched  exactly as the reference code traces: Swin's window_reverse computes
                B = int(windows.shape[0] / ...) and generate_tag loops `for i in range(bs)`,
-               so the export-time batch (2) is baked into Reshape constants.
+               so the export-time batch (1) is baked into Reshape constants.
 
 Runs under Debian's /usr/bin/python3 (torch 1.13, timm 0.9.16, transformers 4.38.2):
     /usr/bin/python3 tools/export_ram_plus.py --out /tmp/ram_plus
@@ -51,7 +51,9 @@ NUM_TAGS = 4585
 DESCRIPTIONS_PER_TAG = 51
 EMBED = 512
 IMAGE_SIZE = 384
-EXPORT_BATCH = 2
+# The unpatched export traces one image, as RAM's inference script runs; the patched one traces
+# two, so that a size left baked by mistake would not be 1.
+EXPORT_BATCH = {True: 1, False: 2}
 DEFAULT_THRESHOLD = 0.68
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
@@ -147,7 +149,7 @@ def preprocess(png_path, size=IMAGE_SIZE):
 
 
 def export(model, path):
-    dummy = torch.zeros(EXPORT_BATCH, 3, IMAGE_SIZE, IMAGE_SIZE)
+    dummy = torch.zeros(EXPORT_BATCH[model.reference_trace], 3, IMAGE_SIZE, IMAGE_SIZE)
     torch.onnx.export(model, dummy, path, input_names=["image"], output_names=["logits"],
                       dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
                       opset_version=17, do_constant_folding=True)
