@@ -31,12 +31,14 @@ std::string model_file(const std::string& path) {
   if (!std::filesystem::is_directory(path, ec)) return path;
   std::string file = (std::filesystem::path(path) / "model.onnx").string();
   if (!std::filesystem::exists(file, ec))
-    fail("model folder '", path, "' has no model.onnx; pass the .onnx file or a folder holding model.onnx and tags.json");
+    fail("model folder '", path,
+         "' has no model.onnx; pass the .onnx file or a folder holding model.onnx and tags.json");
   return file;
 }
 
 void run_tag(const TagArgs& a) {
-  if (a.threshold && !(*a.threshold >= 0 && *a.threshold <= 1)) fail("--threshold ", *a.threshold, " is not in 0..1");
+  if (a.threshold && !(*a.threshold >= 0 && *a.threshold <= 1))
+    fail("--threshold ", *a.threshold, " is not in 0..1");
   std::vector<vision::Image> images;
   for (auto& path : a.images) images.push_back(vision::load_image(path));
   SessionOptions options;
@@ -49,8 +51,8 @@ void run_tag(const TagArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<tagging::ImageTags> results = tagger.tag(batch);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("%zu image(s) in one batch: %.0f ms, %.0f ms per image; %zu tags in the list\n", images.size(), ms,
-              ms / double(images.size()), tagger.tags().size());
+  std::printf("%zu image(s) in one batch: %.0f ms, %.0f ms per image; %zu tags in the list\n", images.size(),
+              ms, ms / double(images.size()), tagger.tags().size());
 
   nlohmann::json out = nlohmann::json::array();
   for (size_t i = 0; i < images.size(); i++) {
@@ -61,10 +63,13 @@ void run_tag(const TagArgs& a) {
       std::printf("  %.4f  %s\n", t.score, name.c_str());
       tags.push_back({{"name", name}, {"index", t.index}, {"score", t.score}});
     }
-    out.push_back({{"image", a.images[i]}, {"width", images[i].width}, {"height", images[i].height}, {"tags", tags}});
+    out.push_back(
+        {{"image", a.images[i]}, {"width", images[i].width}, {"height", images[i].height}, {"tags", tags}});
   }
   if (!a.json_out.empty()) {
-    write_file_atomically(a.json_out, nlohmann::json{{"ms_per_image", ms / double(images.size())}, {"images", out}}.dump() + "\n");
+    write_file_atomically(
+        a.json_out,
+        nlohmann::json{{"ms_per_image", ms / double(images.size())}, {"images", out}}.dump() + "\n");
     std::printf("wrote %s\n", a.json_out.c_str());
   }
 }
@@ -73,15 +78,21 @@ void run_tag(const TagArgs& a) {
 
 void add_tag_command(CLI::App& app) {
   static TagArgs a;
-  auto* cmd = app.add_subcommand("tag", "Tag images with a RAM / RAM++ tagger: every tag above its threshold, with its score");
-  cmd->add_option("images", a.images, "PNG, JPEG, BMP, GIF, WebP or TIFF images, run as one batch")->required();
-  cmd->add_option("-m,--model", a.model,
-                  "the tagger: a folder with model.onnx and tags.json (tools/export_ram_plus.py writes one), or the .onnx")
+  auto* cmd = app.add_subcommand(
+      "tag", "Tag images with a RAM / RAM++ tagger: every tag above its threshold, with its score");
+  cmd->add_option("images", a.images, "PNG, JPEG, BMP, GIF, WebP or TIFF images, run as one batch")
       ->required();
-  cmd->add_option("--tags", a.tags, "the tag list (tags.json or one name per line .txt); default: beside the model");
+  cmd->add_option("-m,--model", a.model,
+                  "the tagger: a folder with model.onnx and tags.json (tools/export_ram_plus.py writes one), "
+                  "or the .onnx")
+      ->required();
+  cmd->add_option("--tags", a.tags,
+                  "the tag list (tags.json or one name per line .txt); default: beside the model");
   cmd->add_option("--json", a.json_out, "write each image's tags and scores as JSON to this file");
-  cmd->add_option("--threshold", a.threshold, "one threshold for every tag instead of the list's per-tag ones");
-  cmd->add_option("--lang", a.lang, "print the tags' names in this language of the list (\"zh\") where it has them");
+  cmd->add_option("--threshold", a.threshold,
+                  "one threshold for every tag instead of the list's per-tag ones");
+  cmd->add_option("--lang", a.lang,
+                  "print the tags' names in this language of the list (\"zh\") where it has them");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   add_device_options(cmd, a.device_args);
   cmd->callback([] { run_tag(a); });

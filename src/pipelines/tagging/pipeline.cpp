@@ -30,7 +30,8 @@ class TagPipeline : public Pipeline {
   std::string endpoint() const override { return "/v1/tag"; }
 
   std::unique_ptr<Request> parse(const RequestBody& body) const override {
-    if (body.multipart) refuse(415, "send application/json: {\"image\": base64, \"lang\": \"zh\" (optional)}");
+    if (body.multipart)
+      refuse(415, "send application/json: {\"image\": base64, \"lang\": \"zh\" (optional)}");
     nlohmann::json j = parse_json_object(body.body);
     auto r = std::make_unique<TagRequest>();
     for (auto& [key, v] : j.items()) {
@@ -81,14 +82,17 @@ class TagPipeline : public Pipeline {
     const TagRequest& r = as_tag(base);
     nlohmann::json tags = nlohmann::json::array();
     for (const ScoredTag& t : r.result.tags)
-      tags.push_back({{"name", tagger_->tags()[size_t(t.index)].name_in(r.lang)}, {"index", t.index}, {"score", t.score}});
+      tags.push_back({{"name", tagger_->tags()[size_t(t.index)].name_in(r.lang)},
+                      {"index", t.index},
+                      {"score", t.score}});
     return {{"image", {{"width", r.image.width}, {"height", r.image.height}}}, {"tags", tags}};
   }
 
   std::unique_ptr<Request> warm_up_request() const override {
     auto r = std::make_unique<TagRequest>();
-    r->image = vision::Image{tagger_->image_size(), tagger_->image_size(),
-                             std::vector<uint8_t>(size_t(tagger_->image_size()) * tagger_->image_size() * 3, 128)};
+    r->image =
+        vision::Image{tagger_->image_size(), tagger_->image_size(),
+                      std::vector<uint8_t>(size_t(tagger_->image_size()) * tagger_->image_size() * 3, 128)};
     r->batch_key = "tag";
     return r;
   }
@@ -104,7 +108,8 @@ class TagPipeline : public Pipeline {
     fail("the tag pipeline takes no classes: its tags are the model's tag list");
   }
 
-  std::unique_ptr<Request> request(const std::shared_ptr<const Query>&, const vision::Image& image) const override {
+  std::unique_ptr<Request> request(const std::shared_ptr<const Query>&,
+                                   const vision::Image& image) const override {
     auto r = std::make_unique<TagRequest>();
     r->image = image;
     r->batch_key = "tag";
@@ -143,7 +148,8 @@ std::unique_ptr<Pipeline> make_tag(Model model, const PipelineConfig& config) {
 }  // namespace tagging
 
 PipelineInfo tag_pipeline() {
-  return {"tag", "the tags of an image above their thresholds with a RAM-contract tagger (tags.json beside it)",
+  return {"tag",
+          "the tags of an image above their thresholds with a RAM-contract tagger (tags.json beside it)",
           tagging::make_tag, nullptr};
 }
 

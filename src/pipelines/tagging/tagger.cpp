@@ -29,11 +29,13 @@ Tag tag_from_json(const nlohmann::json& j, size_t i, float default_threshold) {
     t.name = j.get<std::string>();
     return t;
   }
-  if (!j.is_object()) fail("entry ", i + 1, " is JSON ", j.type_name(), "; expected {\"name\", \"threshold\"}");
+  if (!j.is_object())
+    fail("entry ", i + 1, " is JSON ", j.type_name(), "; expected {\"name\", \"threshold\"}");
   if (!j.contains("name") || !j.at("name").is_string()) fail("entry ", i + 1, " has no string 'name'");
   t.name = j.at("name").get<std::string>();
   if (j.contains("threshold")) {
-    if (!j.at("threshold").is_number()) fail("entry ", i + 1, " ('", t.name, "'): 'threshold' is not a number");
+    if (!j.at("threshold").is_number())
+      fail("entry ", i + 1, " ('", t.name, "'): 'threshold' is not a number");
     t.threshold = j.at("threshold").get<float>();
   }
   if (j.contains("names")) {
@@ -107,8 +109,8 @@ std::string find_tag_list(const Model& model, const std::string& explicit_path) 
 
 Tagger::Tagger(Model model, SessionOptions session, TaggerOptions options) : threshold_(options.threshold) {
   const auto& inputs = model.graph.inputs;
-  if (inputs.size() != 1 || inputs[0].dtype != DType::f32 || !inputs[0].has_shape || inputs[0].dims.size() != 4 ||
-      (inputs[0].dims[1].value > 0 && inputs[0].dims[1].value != 3))
+  if (inputs.size() != 1 || inputs[0].dtype != DType::f32 || !inputs[0].has_shape ||
+      inputs[0].dims.size() != 4 || (inputs[0].dims[1].value > 0 && inputs[0].dims[1].value != 3))
     fail(model.path, " does not follow the tagging contract: its input",
          inputs.size() == 1 ? cat(" is ", inputs[0].describe()) : cat("s are ", inputs.size(), " values"),
          "; expected one input float32[B,3,S,S] (an RGB image) and one output [B,N], a score per tag");
@@ -118,7 +120,8 @@ Tagger::Tagger(Model model, SessionOptions session, TaggerOptions options) : thr
   const auto& dims = inputs[0].dims;
   if (dims[2].value > 0) image_size_ = int(dims[2].value);
   if (dims[2].value > 0 && dims[3].value > 0 && dims[2].value != dims[3].value)
-    fail(model.path, ": input '", input_, "' is ", inputs[0].describe(), "; a tagger's image input is square");
+    fail(model.path, ": input '", input_, "' is ", inputs[0].describe(),
+         "; a tagger's image input is square");
   std::string output_kind = metadata_or(model, "vlrt.tag_output", "logits");
   if (output_kind != "logits" && output_kind != "probabilities")
     fail(model.path, ": metadata vlrt.tag_output is '", output_kind, "'; expected logits or probabilities");
@@ -130,9 +133,10 @@ Tagger::Tagger(Model model, SessionOptions session, TaggerOptions options) : thr
   std::string list = find_tag_list(model, options.tag_list);
   tags_ = read_tag_list(list, default_threshold);
   const ValueDecl& out = model.graph.outputs[0];
-  if (out.has_shape && (out.dims.size() != 2 || (out.dims[1].value > 0 && out.dims[1].value != int64_t(tags_.size()))))
-    fail("the tag list ", list, " has ", tags_.size(), " tags but ", model.path, "'s output '", output_, "' is ",
-         out.describe(), "; the list needs one tag per score, in the model's order");
+  if (out.has_shape &&
+      (out.dims.size() != 2 || (out.dims[1].value > 0 && out.dims[1].value != int64_t(tags_.size()))))
+    fail("the tag list ", list, " has ", tags_.size(), " tags but ", model.path, "'s output '", output_,
+         "' is ", out.describe(), "; the list needs one tag per score, in the model's order");
   session_ = std::make_unique<Session>(std::move(model), std::move(session));
 }
 
@@ -158,8 +162,8 @@ std::vector<ImageTags> Tagger::tag(const std::vector<const vision::Image*>& imag
   const Tensor& scores = out.at(output_);
   int64_t b = int64_t(images.size()), n = int64_t(tags_.size());
   VLRT_CHECK(scores.rank() == 2 && scores.dim(0) == b && scores.dim(1) == n && scores.dtype() == DType::f32,
-             session_->model().path, ": output '", output_, "' is ", scores.describe(), "; expected float32[", b,
-             ",", n, "] for ", b, " images and the ", n, " tags of the tag list");
+             session_->model().path, ": output '", output_, "' is ", scores.describe(), "; expected float32[",
+             b, ",", n, "] for ", b, " images and the ", n, " tags of the tag list");
   std::vector<ImageTags> result;
   for (int64_t i = 0; i < b; i++) result.push_back(select(scores.data<float>() + i * n));
   return result;
@@ -173,7 +177,8 @@ ImageTags Tagger::select(const float* scores) const {
     r.probabilities[i] = p;
     if (p > threshold_.value_or(tags_[i].threshold)) r.tags.push_back({int(i), p});
   }
-  std::stable_sort(r.tags.begin(), r.tags.end(), [](const ScoredTag& a, const ScoredTag& b) { return a.score > b.score; });
+  std::stable_sort(r.tags.begin(), r.tags.end(),
+                   [](const ScoredTag& a, const ScoredTag& b) { return a.score > b.score; });
   return r;
 }
 

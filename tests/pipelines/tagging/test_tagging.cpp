@@ -26,14 +26,17 @@ std::string fixture(const std::string& name) { return test::source_path("tests/f
 using test::error_of;
 
 // A folder holding the tiny tagger and, when given, a tag list file of that name and text.
-std::string model_folder(const std::string& name, const std::string& list_name, const std::string& list_text) {
+std::string model_folder(const std::string& name, const std::string& list_name,
+                         const std::string& list_text) {
   std::string dir = test::temp_dir(name);
   fs::copy_file(fixture("tagger.onnx"), dir + "/model.onnx");
   if (!list_name.empty()) write_file_atomically(dir + "/" + list_name, list_text);
   return dir;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 }  // namespace
 
@@ -46,7 +49,8 @@ TEST(Tagger, PreprocessesAndScoresAsPyTorch) {
   Tensor got = tagger.pixels({&img});
   ASSERT_EQ(got.shape(), want.shape());
   float err = 0;
-  for (int64_t i = 0; i < got.numel(); i++) err = std::max(err, std::abs(got.data<float>()[i] - want.data<float>()[i]));
+  for (int64_t i = 0; i < got.numel(); i++)
+    err = std::max(err, std::abs(got.data<float>()[i] - want.data<float>()[i]));
   EXPECT_LT(err, 1e-5f);
 
   Tensor probs = read_npy(fixture("probs.npy"));
@@ -91,7 +95,9 @@ TEST(Tagger, RefusesAMissingOrBrokenTagList) {
 }
 
 TEST(Tagger, RefusesAModelWithoutAnImageInput) {
-  std::string e = error_of([&] { Tagger(load_model(fixture("no_image.onnx")), {}, {{}, fixture("tags.json")}); });
+  std::string e = error_of([&] {
+    Tagger(load_model(fixture("no_image.onnx")), {}, {{}, fixture("tags.json")});
+  });
   EXPECT_TRUE(contains(e, "does not follow the tagging contract")) << e;
   EXPECT_TRUE(contains(e, "float32[batch,8]")) << e;
 }
@@ -125,7 +131,8 @@ TEST(TagPipeline, ServesJsonAndRefusesABadImage) {
   } catch (const RequestError& e) {
     EXPECT_EQ(e.status(), 400);
   }
-  EXPECT_TRUE(contains(error_of([&] { pipeline->parse(body("{\"prompt\": 1}")); }), "unknown field 'prompt'"));
+  EXPECT_TRUE(
+      contains(error_of([&] { pipeline->parse(body("{\"prompt\": 1}")); }), "unknown field 'prompt'"));
   EXPECT_TRUE(contains(error_of([&] { pipeline->query("a cat"); }), "takes no prompt"));
 }
 
