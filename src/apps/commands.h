@@ -25,6 +25,7 @@ void add_plan_command(CLI::App& app);
 void add_detect_command(CLI::App& app);
 void add_segment_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
+void add_tag_command(CLI::App& app);
 void add_label_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
 void add_fetch_command(CLI::App& app);

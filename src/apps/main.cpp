@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   vlrt::add_detect_command(app);
   vlrt::add_segment_command(app);
   vlrt::add_chat_command(app);
+  vlrt::add_tag_command(app);
   vlrt::add_label_command(app);
   vlrt::add_conformance_command(app);
   vlrt::add_verify_command(app);

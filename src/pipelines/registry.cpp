@@ -7,9 +7,10 @@ namespace vlrt {
 
 PipelineInfo grounding_pipeline();  // pipelines/grounding/pipeline.cpp
 PipelineInfo segment_pipeline();    // pipelines/segment/pipeline.cpp
+PipelineInfo tag_pipeline();        // pipelines/tagging/pipeline.cpp
 
 const std::vector<PipelineInfo>& pipelines() {
-  static const std::vector<PipelineInfo> all = {grounding_pipeline(), segment_pipeline()};
+  static const std::vector<PipelineInfo> all = {grounding_pipeline(), segment_pipeline(), tag_pipeline()};
   return all;
 }
 
