@@ -20,6 +20,12 @@ biases instead of cu_seqlens) is checked against the reference tower. Opset 17, 
     python tools/export_qwen_vl.py --variant qwen2.5-vl --out OUT   # needs transformers 4.49.0
     python3 tools/check_vlm_onnx.py OUT                             # onnxruntime and vlrt run
 
+The committed test folders are made with --fixture (half the width, 84 x 120 images, only the
+files vlrt reads and reference.json):
+
+    python tools/export_qwen_vl.py --variant qwen2-vl --out tests/fixtures/vlm/qwen2-vl --fixture
+    python tools/export_qwen_vl.py --variant qwen2.5-vl --out tests/fixtures/vlm/qwen2.5-vl --fixture
+
 Both run over PyTorch 1.13 (the ONNX exporter of that release).
 """
 import argparse
@@ -82,6 +88,10 @@ FIXTURE = dict(text=dict(hidden_size=32, intermediate_size=64, mrope_section=[1,
                vision={"qwen2-vl": dict(embed_dim=16, hidden_size=32),
                        "qwen2.5-vl": dict(hidden_size=16, out_hidden_size=32, intermediate_size=32, window_size=56)},
                max_pixels=112 * 112, image_size=(84, 120))
+
+
+FIXTURE_FILES = {"vision.onnx", "embedding.onnx", "decoder.onnx", "tokenizer.json", "config.json",
+                 "generation_config.json", "preprocessor_config.json", "reference.json", "image1.png", "image2.png"}
 
 
 def use_fixture_sizes(variant):
@@ -386,6 +396,10 @@ def main():
     model.generation_config = generation
     processor.save_pretrained(a.out)
     margin = reference(model, processor, a.out, images, write_pixels=not a.fixture)
+    if a.fixture:  # only what vlrt reads, and the references
+        for name in os.listdir(a.out):
+            if name not in FIXTURE_FILES:
+                os.remove(os.path.join(a.out, name))
     print(f"smallest top-1 minus top-2 logit margin over all reference steps: {margin:.3f}")
     for name in sorted(os.listdir(a.out)):
         print(f"  {name:40s} {os.path.getsize(os.path.join(a.out, name)):>10d}")
