@@ -23,6 +23,7 @@ struct ChatArgs {
   DeviceArgs vision_devices, text_devices;
   int threads = 0;
   std::string json_out;
+  int64_t max_image_pixels = vision::kDefaultMaxPixels;
   bool no_verify_hash = false;
 };
 
@@ -63,7 +64,7 @@ void run_chat(const ChatArgs& a, CLI::App* cmd) {
   if (!a.system.empty()) messages.push_back(text::ChatMessage::of_text("system", a.system));
   text::ChatMessage user{"user", {}};
   for (auto& path : a.images) {
-    images.push_back(vision::load_image(path));
+    images.push_back(vision::load_image(path, a.max_image_pixels));
     user.content.push_back({text::ChatPart::Kind::kImage, ""});
   }
   user.content.push_back({text::ChatPart::Kind::kText, a.prompt});
@@ -135,6 +136,10 @@ void add_chat_command(CLI::App& app) {
   cmd->add_option("--memory", a.text_devices.memory,
                   "DEVICE=SIZE caps a device's memory for the decoder and its KV cache (e.g. cpu=1GiB); the decoder is "
                   "split across --text-devices when it does not fit");
+  cmd->add_option("--max-image-pixels", a.max_image_pixels,
+                  "refuse an image with more pixels than this before decoding it (the model itself sees at most "
+                  "preprocessor_config.json's max_pixels)")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_option("--json", a.json_out, "write the answer's tokens, text and timings as JSON");
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "skip the manifest's SHA-256 check (sizes are still checked)");

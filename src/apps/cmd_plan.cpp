@@ -1,11 +1,13 @@
 // vlrt plan MODEL: placement, transfers, per-device memory and the largest batch,
 // computed before anything runs.
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "exec/session.h"
 #include "integrity/load_model.h"
+#include "pipelines/vlm/chat.h"
 
 namespace vlrt {
 
@@ -13,6 +15,7 @@ namespace {
 
 struct PlanArgs {
   std::string model;
+  int64_t context = 0;
   std::vector<std::string> shapes;
   DeviceArgs device_args;
   bool json = false;
@@ -66,7 +69,55 @@ void print_plan(const std::string& model, const std::map<std::string, std::pair<
   std::cout << "\nmax batch: " << batches.max_batch << " (largest batch whose plan fits every device's budget)\n";
 }
 
+bool is_vlm_folder(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(path + "/config.json", ec);
+}
+
+// A VLM folder: the decoder's decode step over the whole context with the KV cache on the
+// devices that read it, the longest context and the largest batch that fit.
+void plan_vlm(const PlanArgs& a) {
+  vlm::ChatOptions o;
+  o.text.plan = plan_options(a.device_args);
+  o.vision.threads = o.text.threads = 1;
+  o.context = a.context;
+  o.verify_hash = !a.no_verify_hash;
+  vlm::Chat chat(a.model, o);
+  int64_t context = chat.context();
+  vlm::CachePlan cache = chat.plan_cache(1, context);
+  int64_t longest = chat.longest_context(1);
+  BatchSizing batches;
+  batches.symbol = "batch (sequences, each with its KV cache)";
+  batches.max_batch = chat.largest_batch(context);
+  auto sig = chat.decode_signature(1, context);
+  const Plan& p = chat.decoder().plan(sig);
+  const vlm::TextConfig& t = chat.folder().text;
+  if (a.json) {
+    nlohmann::json j = plan_json(chat.folder().decoder_model(), sig, p, batches, chat.decoder().fusion_report());
+    nlohmann::json devices = nlohmann::json::object();
+    for (auto& d : cache.devices)
+      devices[d.device.str()] = {{"layers", d.layers}, {"cache_bytes", d.cache_bytes},
+                                 {"decoder_bytes", d.decoder_bytes}, {"budget_bytes", d.budget}, {"fits", d.fits()}};
+    j["kv_cache"] = {{"context", context}, {"bytes_per_token", cache.bytes_per_token}, {"devices", devices},
+                     {"longest_context", longest}, {"largest_batch", batches.max_batch}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "VLM folder " << a.model << ": decoder of " << t.layers << " layers, " << t.kv_heads << " KV heads of "
+            << t.head_dim << "; context " << context << " tokens\n"
+            << "KV cache: " << human_bytes(double(cache.bytes_per_token)) << " per token and sequence, "
+            << human_bytes(double(cache.bytes_per_token * size_t(context))) << " for the context\n";
+  for (auto& d : cache.devices)
+    std::cout << "  " << d.device.str() << ": " << d.layers << " layers' cache " << human_bytes(double(d.cache_bytes))
+              << " + decoder " << human_bytes(double(d.decoder_bytes)) << " of " << human_bytes(double(d.budget))
+              << (d.fits() ? ": fits" : ": does not fit") << "\n";
+  std::cout << "longest context at batch 1: " << longest << " tokens (the model's limit: " << t.max_positions
+            << ")\n\n";
+  print_plan(chat.folder().decoder_model(), sig, p, batches, chat.decoder().fusion_report());
+}
+
 void plan(const PlanArgs& a) {
+  if (is_vlm_folder(a.model)) return plan_vlm(a);
   Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
   auto sig = input_signature(model, a.shapes);
   SessionOptions options;
@@ -120,7 +171,10 @@ void add_plan_command(CLI::App& app) {
   static PlanArgs a;
   auto* cmd = app.add_subcommand(
       "plan", "Show where every node runs, every transfer, each device's memory and the largest batch that fits");
-  cmd->add_option("model", a.model, "ONNX model file")->required();
+  cmd->add_option("model", a.model,
+                  "ONNX model file, or a VLM folder (its decoder with the KV cache; --devices are the text devices)")
+      ->required();
+  cmd->add_option("--context", a.context, "a VLM folder's context in tokens (default: as vlrt chat)");
   cmd->add_option("-i,--input", a.shapes, "NAME=SHAPE (e.g. image=1x3x224x224) for inputs with dynamic dims");
   add_device_options(cmd, a.device_args);
   cmd->add_option("--batch-limit", a.batch_limit, "largest batch to consider")->check(CLI::Range(1, 1 << 20));

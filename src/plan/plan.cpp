@@ -312,15 +312,19 @@ class Builder {
       dp.cap = cap == options_.memory_caps.end() ? 0 : cap->second;
     }
     std::set<std::string> resident_charged;
+    p.resident_devices.clear();
     for (auto& s : p.steps) {
       if (s.kind != Step::Kind::run) continue;
       DevicePlan& dp = p.devices[s.lane];
-      for (int in : s.inputs) {
-        if (in < 0) continue;
+      const std::string& op = g.nodes[s.node].op_type;
+      for (int in : s.inputs) {  // a resident input counts where its data is first read
+        if (in < 0 || op == "Shape" || op == "Size") continue;
         const std::string& value = p.slots[size_t(in)].value;
         auto resident = options_.resident_inputs.find(value);
-        if (resident != options_.resident_inputs.end() && resident_charged.insert(value).second)
+        if (resident != options_.resident_inputs.end() && resident_charged.insert(value).second) {
           dp.resident_bytes += resident->second;
+          p.resident_devices[value] = dp.device;
+        }
       }
       dp.nodes++;
       dp.ops[g.nodes[s.node].op_type]++;

@@ -21,7 +21,7 @@ struct PlanOptions {
   std::map<std::string, size_t> memory_caps;  // device name -> bytes for weights + activations + prepared state
   // Graph inputs whose memory the caller keeps on the device that reads them across runs (a
   // decoder's KV cache), with the bytes each holds at most: counted against the cap of the
-  // device of the first node that reads it, so that a split leaves room for them.
+  // device of the first node that reads its data, so that a split leaves room for them.
   std::map<std::string, size_t> resident_inputs;
 };
 
@@ -103,6 +103,9 @@ struct Plan {
   std::vector<Slot> slots;
   std::vector<std::pair<std::string, int>> inputs;  // graph input -> its slot on the host
   std::vector<int> outputs;                         // per graph output: its slot on the host
+  // PlanOptions::resident_inputs: the device each is counted on (the first node reading its
+  // data, not only its shape).
+  std::map<std::string, Device> resident_devices;
 
   const DevicePlan& device_plan(const Device& d) const;
   // The slot of a value on a device, -1 when there is none (a scan: for tests and tools).

@@ -120,18 +120,11 @@ PlanOptions Chat::decoder_plan_options(int64_t batch, int64_t context) const {
   return o;
 }
 
-std::vector<Device> cache_devices(const Session& decoder, const Plan& plan, int64_t layers) {
-  std::vector<Device> out(size_t(layers), Device{});
-  const auto& nodes = decoder.model().graph.nodes;
+std::vector<Device> cache_devices(const Plan& plan, int64_t layers) {
+  std::vector<Device> out;
   for (int64_t l = 0; l < layers; l++) {
-    std::string past = past_key_name(l);
-    for (size_t n = 0; n < nodes.size(); n++) {
-      const auto& in = nodes[n].inputs;
-      if (std::find(in.begin(), in.end(), past) != in.end()) {
-        out[size_t(l)] = plan.node_device[n];
-        break;
-      }
-    }
+    auto it = plan.resident_devices.find(past_key_name(l));
+    out.push_back(it == plan.resident_devices.end() ? Device{} : it->second);
   }
   return out;
 }
@@ -140,7 +133,7 @@ CachePlan Chat::plan_cache(int64_t batch, int64_t context) {
   const TextConfig& t = folder_.text;
   CachePlan cp{batch, context, KvCacheShape{t.layers, t.kv_heads, t.head_dim}.bytes_per_token(), {}};
   Plan plan = decoder_->plan_with(decode_signature(batch, context), decoder_plan_options(batch, context));
-  std::vector<Device> where = cache_devices(*decoder_, plan, t.layers);
+  std::vector<Device> where = cache_devices(plan, t.layers);
   for (const DevicePlan& dp : plan.devices) {
     CacheDevice d{dp.device};
     d.layers = std::count(where.begin(), where.end(), dp.device);

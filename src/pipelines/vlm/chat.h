@@ -99,10 +99,11 @@ class Chat {
   // decoder fit every device's budget; 0 when none does.
   int64_t longest_context(int64_t batch);
   int64_t largest_batch(int64_t context);
+  // The decoder's inputs for a decode step over `past` cached tokens.
+  std::map<std::string, std::pair<DType, Shape>> decode_signature(int64_t batch, int64_t past) const;
 
  private:
-  // The decoder's decode-step signature and its plan options with the cache as resident inputs.
-  std::map<std::string, std::pair<DType, Shape>> decode_signature(int64_t batch, int64_t past) const;
+  // The text devices' plan options with the cache of `batch` x `context` tokens as resident inputs.
   PlanOptions decoder_plan_options(int64_t batch, int64_t context) const;
 
   ModelFolder folder_;
@@ -114,7 +115,7 @@ class Chat {
   std::unique_ptr<Session> vision_, embedding_, decoder_;
 };
 
-// Where each decoder layer's past key is read (its cache's device) in a plan of the decoder.
-std::vector<Device> cache_devices(const Session& decoder, const Plan& plan, int64_t layers);
+// Each decoder layer's cache device in a plan of the decoder (where its past key is read).
+std::vector<Device> cache_devices(const Plan& plan, int64_t layers);
 
 }  // namespace vlrt::vlm
