@@ -9,14 +9,15 @@ Placements (each sample, each folder):
   vision-cpu1  --vision-devices cpu:1 (the decoder on cpu)
   vision-ocl   --vision-devices opencl:0 (skipped, with a note, where there is no OpenCL device)
   split        --vision-devices cpu:1 --text-devices cpu,cpu:1 --memory cpu=600KiB --context 256:
-               the decoder must be placed on both cpu and cpu:1
+               the decoder must be placed on both cpu and cpu:1 (--split-memory sets the cap:
+               600KiB splits export_qwen_vl.py's default size, 250KiB its --fixture size)
 KV cache (first folder sample's image prompt, and a text-only prompt short enough for 64 tokens):
   --context 64 with "Describe a square." and no image, --context 512 with the first sample:
   cache_bytes == planned_cache_bytes and context as asked;
   --memory cpu=64KiB --text-devices cpu must exit non-zero naming the KV cache, with no answer
   printed and no --json written.
 
-    python3 tools/check_vlm_chat.py DIR [DIR...] --vlrt build/vlrt [--threads 1]
+    python3 tools/check_vlm_chat.py DIR [DIR...] --vlrt build/vlrt [--threads 1] [--split-memory 600KiB]
 
 Needs only the Python standard library. Exit status: 0 when every check passes, 1 otherwise.
 """
@@ -30,12 +31,12 @@ import tempfile
 SHORT_PROMPT = "Describe a square."
 
 
-def placements(has_opencl):
+def placements(has_opencl, split_memory):
     return [
         ("cpu", [], None),
         ("vision-cpu1", ["--vision-devices", "cpu:1"], None),
         ("vision-ocl", ["--vision-devices", "opencl:0"], None if has_opencl else "no OpenCL device (vlrt doctor)"),
-        ("split", ["--vision-devices", "cpu:1", "--text-devices", "cpu,cpu:1", "--memory", "cpu=600KiB",
+        ("split", ["--vision-devices", "cpu:1", "--text-devices", "cpu,cpu:1", "--memory", f"cpu={split_memory}",
                    "--context", "256"], None),
     ]
 
@@ -145,6 +146,8 @@ def main():
     ap.add_argument("--vlrt", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "vlrt"))
     ap.add_argument("--threads", type=int, default=1,
                     help="vlrt chat --threads (default 1: the runs are short, and extra threads only wait on a busy machine)")
+    ap.add_argument("--split-memory", default="600KiB",
+                    help="cpu's cap in the split placement: small enough that the decoder does not fit on cpu alone")
     a = ap.parse_args()
     opencl = has_opencl_device(a.vlrt)
     table, problems = [], []
@@ -154,7 +157,7 @@ def main():
                 reference = json.load(f)
             runner = Runner(a.vlrt, folder, a.threads, tmp)
             n = len(reference["samples"])
-            for name, extra, skip in placements(opencl):
+            for name, extra, skip in placements(opencl, a.split_memory):
                 if skip:
                     table.append((folder, name, f"skipped: {skip}"))
                     continue
