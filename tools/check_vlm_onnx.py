@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -83,7 +84,8 @@ def vision_feeds(config, grid_thw):
 
 
 class Folder:
-    def __init__(self, path):
+    def __init__(self, path, threads=0):
+        """threads: onnxruntime's intra_op_num_threads (0: its default)."""
         import onnxruntime as ort
 
         self.path = path
@@ -93,6 +95,7 @@ class Folder:
             self.reference = json.load(f)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
+        opts.intra_op_num_threads = threads
         self.sessions = {name: ort.InferenceSession(os.path.join(path, f"{name}.onnx"), opts,
                                                     providers=["CPUExecutionProvider"])
                          for name in ("vision", "embedding", "decoder")}
@@ -117,9 +120,18 @@ class Folder:
     def decoder_outputs(self):
         return [o.name for o in self.sessions["decoder"].get_outputs()]
 
-    def generate(self, sample, max_new_tokens, stop):
-        """Greedy tokens from onnxruntime, and the logits' smallest top-1 minus top-2 margin."""
-        embeds = self.sessions["vision"].run(["image_embeds"], self.vision_inputs(sample))[0]
+    def generate(self, sample, max_new_tokens, stop, pixel_values=None, marks=None):
+        """Greedy tokens from onnxruntime, and the logits' smallest top-1 minus top-2 margin.
+        pixel_values: the sample's, when already loaded; marks: a dict that receives
+        time.perf_counter() at "vision" (before the vision indices are built and the vision model
+        runs), "prefill" (before the prompt's embedding), "decode" (after the prefill's decoder
+        run), "first_token" (its argmax taken) and "end" (the last token taken)."""
+        mark = (lambda name: marks.__setitem__(name, time.perf_counter())) if marks is not None else (lambda name: None)
+        pixel_values = self.pixel_values(sample) if pixel_values is None else pixel_values
+        mark("vision")
+        vision = {**vision_feeds(self.config, sample["image_grid_thw"]), "pixel_values": pixel_values}
+        embeds = self.sessions["vision"].run(["image_embeds"], vision)[0]
+        mark("prefill")
         ids = np.array([sample["input_ids"]], np.int64)
         inputs_embeds = self.sessions["embedding"].run(None, {"input_ids": ids, "image_embeds": embeds})[0]
         position_ids = np.array(sample["position_ids"], np.int64)
@@ -130,18 +142,23 @@ class Folder:
             feeds = {"inputs_embeds": inputs_embeds, "attention_mask": np.ones((1, length), np.int64),
                      "position_ids": position_ids, **past}
             out = dict(zip(names, self.sessions["decoder"].run(names, feeds)))
+            if not tokens:
+                mark("decode")
             last = out["logits"][0, -1]
+            token = int(np.argmax(last))
+            if not tokens:
+                mark("first_token")
             top2 = np.sort(last)[-2:]
             margin = min(margin, float(top2[1] - top2[0]))
-            token = int(np.argmax(last))
             tokens.append(token)
-            if token in stop:
+            if token in stop or len(tokens) == max_new_tokens:
                 break
             past = {n.replace("present.", "past_key_values."): v for n, v in out.items() if n.startswith("present.")}
             inputs_embeds = self.sessions["embedding"].run(
                 None, {"input_ids": np.array([[token]], np.int64), "image_embeds": embeds})[0]
             position_ids = np.full((3, 1, 1), length + sample["rope_delta"], np.int64)
             length += 1
+        mark("end")
         return tokens, margin
 
 
