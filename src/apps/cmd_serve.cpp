@@ -8,9 +8,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "apps/pipeline_options.h"
+#include "pipelines/vlm/chat.h"
 #include "serve/server.h"
 
 namespace vlrt {
@@ -22,7 +26,34 @@ struct ServeArgs {
   serve::ServeOptions o;
   std::string max_body = "32MiB";
   bool no_labelling = false;
+  std::string model_dir;  // positional: a model file or a VLM folder (as --model)
+  int64_t context = 0;    // VLM folders: the KV cache's tokens
+  std::string vision_devices, text_devices;  // VLM folders: "" is --devices
 };
+
+// A folder whose config.json names a model_type `vlrt chat` runs (qwen2_vl, qwen2_5_vl).
+bool is_vlm_folder(const std::string& path) {
+  std::filesystem::path config = std::filesystem::path(path) / "config.json";
+  if (!std::filesystem::is_directory(path) || !std::filesystem::is_regular_file(config)) return false;
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(config), nullptr, false);
+  std::string type = j.is_object() && j.value("model_type", nlohmann::json()).is_string() ? j["model_type"] : "";
+  return type == "qwen2_vl" || type == "qwen2_5_vl";
+}
+
+std::unique_ptr<serve::Server> make_chat_server(ServeArgs& a, double& load_s) {
+  auto t0 = std::chrono::steady_clock::now();
+  vlm::ChatOptions options;
+  options.verify_hash = !a.p.no_verify_hash;
+  options.vision.threads = options.text.threads = a.p.threads;
+  DeviceArgs vision{a.vision_devices.empty() ? a.p.device_args.devices : a.vision_devices, {}};
+  DeviceArgs text{a.text_devices.empty() ? a.p.device_args.devices : a.text_devices, a.p.device_args.memory};
+  options.vision.plan = plan_options(vision);
+  options.text.plan = plan_options(text);
+  options.context = a.context;
+  auto chat = std::make_unique<vlm::Chat>(a.p.model, options);
+  load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::make_unique<serve::Server>(std::move(chat), a.p.model, a.o, load_s);
+}
 
 // The signal handler only writes the signal's number to a pipe; a thread reads it and
 // drains. (Blocking the signals and sigwait() is not enough: OpenBLAS starts its threads
@@ -51,21 +82,40 @@ void serve_main(ServeArgs& a) {
 
   a.o.max_body_bytes = parse_bytes(a.max_body);
   a.o.labelling.enabled = !a.no_labelling;
-  auto t0 = std::chrono::steady_clock::now();
-  auto pipeline = make_pipeline(a.p);
-  double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string path = pipeline->session().model().path;
-  std::string endpoint = pipeline->endpoint();
+  if (!a.model_dir.empty()) {
+    if (!a.p.model.empty() && a.p.model != a.model_dir)
+      fail("the model is given twice: '", a.model_dir, "' and --model '", a.p.model, "'; give one");
+    a.p.model = a.model_dir;
+  }
   a.o.repository_session = session_options(a.p);
-  serve::Server server(std::move(pipeline), a.o, load_s);
+  double load_s = 0;
+  std::string path;
+  std::unique_ptr<serve::Server> served;
+  bool chat = !a.p.model.empty() && is_vlm_folder(a.p.model);
+  if (chat) {
+    path = a.p.model;
+    served = make_chat_server(a, load_s);
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    auto pipeline = make_pipeline(a.p);
+    load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    path = pipeline->session().model().path;
+    served = std::make_unique<serve::Server>(std::move(pipeline), a.o, load_s);
+  }
+  serve::Server& server = *served;
   int port = server.bind();
   std::printf("vlrt serve: model '%s' (%s, loaded in %.2f s) on http://%s:%d\n", server.model_name().c_str(),
               path.c_str(), load_s, a.o.host.c_str(), port);
-  std::printf(
-      "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s[/config|/stats], "
-      "/metrics\n",
-      endpoint.c_str(), server.model_name().c_str(), server.model_name().c_str());
-  if (a.o.labelling.enabled)
+  if (chat)
+    std::printf(
+        "  OpenAI chat API: POST /v1/chat/completions (one generation at a time, requests in arrival order), "
+        "GET /v1/models; GET /v2/health/{live,ready}, /metrics\n");
+  else
+    std::printf(
+        "  POST %s, /v2/models/%s/infer; GET /v2/health/{live,ready}, /v2/models/%s[/config|/stats], "
+        "/metrics\n",
+        server.endpoint().c_str(), server.model_name().c_str(), server.model_name().c_str());
+  if (a.o.labelling.enabled && !chat)
     std::printf(
         "  labelling tools: Label Studio ML backend at this URL (/health, /setup, /predict), "
         "X-AnyLabeling remote server (/v1/models, /v1/predict)\n");
@@ -119,6 +169,16 @@ void add_serve_command(CLI::App& app) {
       "/data/local-files/?d=...), or downloaded from --ls-url with --ls-api-key. X-AnyLabeling's remote\n"
       "server model: GET /v1/models, POST /v1/predict (text_prompt, conf_threshold = box threshold).");
   add_pipeline_options(cmd, a.p);
+  cmd->add_option("model_dir", a.model_dir,
+                  "the model (as --model); a Qwen2-VL / Qwen2.5-VL folder is served as OpenAI's chat API "
+                  "(POST /v1/chat/completions, GET /v1/models)");
+  cmd->add_option("--context", a.context,
+                  "VLM folders: tokens a turn may hold, prompt and answer (the KV cache's size, planned at load; "
+                  "default: the model's max_position_embeddings, at most 4096)");
+  cmd->add_option("--vision-devices", a.vision_devices, "VLM folders: devices of the vision encoder (default: --devices)");
+  cmd->add_option("--text-devices", a.text_devices,
+                  "VLM folders: devices of the embedding and the decoder with its KV cache (default: --devices; "
+                  "--memory caps them)");
   cmd->add_option("--host", a.o.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", a.o.port, "port (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))

@@ -137,9 +137,26 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
     : pipeline_(std::move(pipeline)), options_(std::move(options)) {
   const Model& model = pipeline_->session().model();
   model_name_ = options_.model_name.empty() ? default_model_name(model.path) : options_.model_name;
+  endpoint_ = pipeline_->endpoint();
   pipeline_model_ = std::make_shared<ServedModel>(model_name_, *pipeline_);
   models_[model_name_] = pipeline_model_;
+  setup(model.path, load_seconds);
+}
 
+Server::Server(std::unique_ptr<vlm::Chat> chat, const std::string& folder, ServeOptions options, double load_seconds)
+    : options_(std::move(options)) {
+  std::filesystem::path dir = std::filesystem::path(folder).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();
+  model_name_ = options_.model_name.empty() ? dir.filename().string() : options_.model_name;
+  if (model_name_.empty()) model_name_ = "model";
+  endpoint_ = "/v1/chat/completions";
+  options_.labelling.enabled = false;  // their /v1/models is X-AnyLabeling's; a chat model detects nothing
+  options_.warm_up = false;
+  chat_ = std::make_unique<ChatService>(std::move(chat), model_name_, options_.max_image_pixels);
+  setup(folder, load_seconds);
+}
+
+void Server::setup(const std::string& model_path, double load_seconds) {
   metrics_.counter("vlrt_requests_total", "HTTP requests by endpoint and status code.");
   metrics_.histogram("vlrt_request_duration_seconds",
                      "Time from reading a request to its response, by endpoint.", kSecondsBuckets);
@@ -159,7 +176,7 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
   metrics_.gauge("vlrt_model_load_seconds", "Seconds to load, verify and plan the model.");
   metrics_.gauge("vlrt_max_batch", "The --max-batch cap (0: the memory plan decides per input size).");
   metrics_.gauge("process_resident_memory_bytes", "Resident memory of the server process.");
-  metrics_.set("vlrt_model_info", {{"model", model_name_}, {"path", model.path}}, 1);
+  metrics_.set("vlrt_model_info", {{"model", model_name_}, {"path", model_path}}, 1);
   metrics_.set("vlrt_model_load_seconds", {{"model", model_name_}}, load_seconds);
   metrics_.set("vlrt_max_batch", {}, double(options_.max_batch));
   metrics_.set("vlrt_queue_depth", {}, 0);
@@ -174,7 +191,7 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
                    "Cumulative time requests waited in the queue in microseconds.");
   metrics_.counter("nv_inference_compute_infer_duration_us",
                    "Cumulative time the model ran for requests in microseconds.");
-  show_triton_series(metrics_, *pipeline_model_);
+  if (pipeline_model_) show_triton_series(metrics_, *pipeline_model_);
 
   BatcherOptions bo;
   bo.max_queue = options_.max_queue;
@@ -203,7 +220,7 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
   // Requests no handler saw (404, 413, unparsable): counted when httplib logs them.
   http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (!t_counted)
-      metrics_.add("vlrt_requests_total", {{"endpoint", endpoint_of(req.path, pipeline_->endpoint())},
+      metrics_.add("vlrt_requests_total", {{"endpoint", endpoint_of(req.path, endpoint_)},
                                            {"status", std::to_string(res.status)}});
     t_counted = false;
   });
@@ -213,9 +230,8 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
         std::string msg;
         if (res.status == 404)
-          msg = cat("no route for ", req.method, " ", req.path.substr(0, 200), "; endpoints: POST ",
-                    pipeline_->endpoint(),
-                    ", GET /v2, GET /v2/health/live, GET /v2/health/ready, GET /v2/models/", model_name_,
+          msg = cat("no route for ", req.method, " ", req.path.substr(0, 200), "; endpoints: POST ", endpoint_,
+                    chat_ ? ", GET /v1/models" : "", ", GET /v2, GET /v2/health/live, GET /v2/health/ready, GET /v2/models/", model_name_,
                     "[/config|/ready|/stats], POST /v2/models/", model_name_,
                     "/infer, GET /v2/models/stats, POST /v2/repository/index, POST "
                     "/v2/repository/models/NAME/{load,unload}, GET /metrics",
@@ -244,7 +260,11 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
   });
   http_ = std::move(http);
 
-  add_routes();
+  if (chat_)
+    add_chat_routes();
+  else
+    add_routes();
+  add_health_routes();
   add_triton_routes();
   if (options_.labelling.enabled) add_labelling_routes();
   if (!options_.model_repository.empty()) {
@@ -263,8 +283,27 @@ Server::Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double 
 }
 
 void Server::add_routes() {
-  route("POST", pipeline_->endpoint(), pipeline_->endpoint(),
-        [this](auto& req, auto& res) { handle_pipeline(req, res); });
+  route("POST", endpoint_, endpoint_, [this](auto& req, auto& res) { handle_pipeline(req, res); });
+}
+
+// The chat model's requests are not batched: they wait for the one generation at a time in
+// ChatService, on their HTTP threads.
+void Server::add_chat_routes() {
+  route("POST", endpoint_, endpoint_, [this](auto& req, auto& res) {
+    if (draining_) refuse(503, "the server is shutting down");
+    try {
+      chat_->completions(req, res);
+    } catch (const RequestError& e) {
+      if (e.status() >= 500) accepted_++, failed_++;  // a 4xx never reached the model
+      throw;
+    }
+    accepted_++;
+    completed_++;
+  });
+  route("GET", "/v1/models", "/v1/models", [this](auto&, auto& res) { reply_json(res, 200, chat_->models()); });
+}
+
+void Server::add_health_routes() {
   route("GET", "/v2/health/live", "/v2/health/live", [](auto&, auto& res) {
     reply_json(res, 200, {{"live", true}});
   });

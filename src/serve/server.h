@@ -19,6 +19,7 @@
 #include "serve/labelling.h"
 #include "serve/metrics.h"
 #include "serve/model_repository.h"
+#include "serve/openai_chat.h"
 #include "serve/request.h"
 
 namespace httplib {
@@ -61,6 +62,10 @@ struct ServeStats {
 class Server {
  public:
   Server(std::unique_ptr<Pipeline> pipeline, ServeOptions options, double load_seconds = 0);
+  // A VLM folder's chat model: POST /v1/chat/completions and GET /v1/models (OpenAI's API)
+  // instead of the pipeline's endpoint, beside the health, metrics and repository routes; no
+  // labelling routes and no warm-up (the chat model plans its decoder and cache at load).
+  Server(std::unique_ptr<vlm::Chat> chat, const std::string& folder, ServeOptions options, double load_seconds = 0);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
@@ -76,6 +81,8 @@ class Server {
   void shutdown();
 
   const std::string& model_name() const { return model_name_; }
+  // The pipeline's endpoint (/v1/detect for grounding), or /v1/chat/completions.
+  const std::string& endpoint() const { return endpoint_; }
   // The repository's models, each with its file when loaded or why it is not.
   std::vector<std::pair<std::string, std::string>> repository_models() const;
   Metrics& metrics() { return metrics_; }
@@ -87,7 +94,11 @@ class Server {
   struct InferJob;
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
+  // What both constructors share: metrics, batcher, HTTP server and routes, repository.
+  void setup(const std::string& model_path, double load_seconds);
   void add_routes();
+  void add_chat_routes();
+  void add_health_routes();  // health, /v2 and /metrics
   void add_triton_routes();
   void add_labelling_routes();
   void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
@@ -136,7 +147,9 @@ class Server {
   void record_memory(const Signature& signature);
   void warm_up();
 
-  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<Pipeline> pipeline_;  // null when serving a chat model
+  std::unique_ptr<ChatService> chat_;    // null when serving a pipeline
+  std::string endpoint_;                 // the pipeline's endpoint, or the chat completions'
   ServeOptions options_;
   std::string model_name_;
   std::shared_ptr<ServedModel> pipeline_model_;

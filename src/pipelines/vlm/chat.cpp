@@ -183,6 +183,21 @@ int64_t Chat::largest_batch(int64_t context) {
   return largest_fitting(1024, [&](int64_t b) { return plan_cache(b, context).fits(); });
 }
 
+std::vector<int64_t> Chat::prompt_ids(const std::vector<text::ChatMessage>& messages,
+                                     const std::vector<int64_t>& image_tokens) const {
+  return template_.expand_image_pads(tokenizer_.encode(template_.render(messages, true)), image_tokens);
+}
+
+int64_t Chat::prompt_tokens(const std::vector<text::ChatMessage>& messages,
+                            const std::vector<vision::Image>& images) const {
+  std::vector<int64_t> image_tokens;
+  for (auto& img : images) {
+    Grid g = image_grid(img, folder_.patches);
+    image_tokens.push_back(text::image_token_count(g.t, g.h, g.w, folder_.vision.merge_size));
+  }
+  return int64_t(prompt_ids(messages, image_tokens).size());
+}
+
 Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std::vector<vision::Image>& images,
                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
   Clock::time_point start = Clock::now();
@@ -204,7 +219,7 @@ Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std:
     int64_t merge = folder_.vision.merge_size;
     for (auto& g : patches.grids) pad_counts.push_back(text::image_token_count(g.t, g.h, g.w, merge));
   }
-  std::vector<int64_t> ids = template_.expand_image_pads(tokenizer_.encode(template_.render(messages, true)), pad_counts);
+  std::vector<int64_t> ids = prompt_ids(messages, pad_counts);
   stats.images = int64_t(images.size());
   for (int64_t c : pad_counts) stats.image_tokens += c;
   stats.prompt_tokens = int64_t(ids.size());

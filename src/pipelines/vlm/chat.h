@@ -91,6 +91,10 @@ class Chat {
   Answer generate(const std::vector<text::ChatMessage>& messages, const std::vector<vision::Image>& images,
                   const GenerateOptions& options, const std::function<void(std::string_view)>& on_text = {});
 
+  // The tokens the turn's prompt takes (the images' tokens included), as generate() counts
+  // them; fails as generate() would on an image it cannot take (a side shorter than 28 pixels).
+  int64_t prompt_tokens(const std::vector<text::ChatMessage>& messages, const std::vector<vision::Image>& images) const;
+
   // The KV cache of `batch` sequences of `context` tokens on the decoder's devices, beside the
   // decoder's own planned memory there (its decode step with the whole context as past; the
   // cache counted on the device that reads each layer's part).
@@ -105,6 +109,9 @@ class Chat {
  private:
   // The text devices' plan options with the cache of `batch` x `context` tokens as resident inputs.
   PlanOptions decoder_plan_options(int64_t batch, int64_t context) const;
+  // The prompt's ids, each image's <|image_pad|> expanded to its count of image tokens.
+  std::vector<int64_t> prompt_ids(const std::vector<text::ChatMessage>& messages,
+                                  const std::vector<int64_t>& image_tokens) const;
 
   ModelFolder folder_;
   ChatOptions options_;

@@ -61,17 +61,22 @@ void write_patches(const vision::Image& img, const PatchConfig& c, float* out) {
 
 }  // namespace
 
+Grid image_grid(const vision::Image& image, const PatchConfig& c) {
+  auto [h, w] = smart_resize(image.height, image.width, int64_t(c.patch_size) * c.merge_size, c.min_pixels,
+                             c.max_pixels);
+  return {1, h / c.patch_size, w / c.patch_size};
+}
+
 ImagePatches image_patches(const std::vector<const vision::Image*>& images, const PatchConfig& c) {
   VLRT_CHECK(!images.empty(), "no images to preprocess");
-  const int64_t factor = int64_t(c.patch_size) * c.merge_size;
   std::vector<vision::Image> resized;
   ImagePatches r;
   int64_t rows = 0;
   for (const vision::Image* img : images) {
-    auto [h, w] = smart_resize(img->height, img->width, factor, c.min_pixels, c.max_pixels);
+    r.grids.push_back(image_grid(*img, c));
+    int64_t h = r.grids.back().h * c.patch_size, w = r.grids.back().w * c.patch_size;
     resized.push_back(h == img->height && w == img->width ? *img
                                                           : vision::resize_bicubic(*img, int(w), int(h)));
-    r.grids.push_back({1, h / c.patch_size, w / c.patch_size});
     rows += r.grids.back().patches();
   }
   const int64_t cols = int64_t(3) * c.temporal_patch_size * c.patch_size * c.patch_size;

@@ -38,6 +38,9 @@ struct Grid {
 std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t factor = 28,
                                          int64_t min_pixels = 56 * 56, int64_t max_pixels = 28 * 28 * 1280);
 
+// The grid an image gets (smart_resize's size in patches), without resizing it.
+Grid image_grid(const vision::Image& image, const PatchConfig& config = {});
+
 // pixel_values f32[sum of t*h*w, C*temporal_patch_size*patch*patch] and each image's grid.
 struct ImagePatches {
   Tensor pixel_values;
