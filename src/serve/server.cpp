@@ -289,13 +289,23 @@ void Server::add_routes() {
 // The chat model's requests are not batched: they wait for the one generation at a time in
 // ChatService, on their HTTP threads.
 void Server::add_chat_routes() {
-  route("POST", endpoint_, endpoint_, [this](auto& req, auto& res) {
-    if (draining_) refuse(503, "the server is shutting down");
+  // Errors in OpenAI's shape, {"error": {"message", "type", "code"}}, which its clients show.
+  auto openai_error = [](httplib::Response& res, int status, const std::string& msg) {
+    reply_json(res, status,
+               {{"error", {{"message", msg}, {"type", status < 500 ? "invalid_request_error" : "server_error"},
+                           {"code", status}}}});
+    if (status == 503) res.set_header("Retry-After", "1");
+  };
+  route("POST", endpoint_, endpoint_, [this, openai_error](auto& req, auto& res) {
     try {
+      if (draining_) refuse(503, "the server is shutting down");
       chat_->completions(req, res);
     } catch (const RequestError& e) {
       if (e.status() >= 500) accepted_++, failed_++;  // a 4xx never reached the model
-      throw;
+      return openai_error(res, e.status(), e.what());
+    } catch (const std::exception& e) {
+      accepted_++, failed_++;
+      return openai_error(res, 500, cat("internal error: ", e.what()));
     }
     accepted_++;
     completed_++;

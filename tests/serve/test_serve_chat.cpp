@@ -188,7 +188,7 @@ TEST(ServeChat, MalformedRequestsAre400NamingTheField) {
     auto res = chat_server().client().Post("/v1/chat/completions", body, "application/json");
     ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 400) << named << ": " << res->body;
-    EXPECT_NE(json::parse(res->body)["error"].get<std::string>().find(named), std::string::npos)
+    EXPECT_NE(json::parse(res->body)["error"]["message"].get<std::string>().find(named), std::string::npos)
         << named << ": " << res->body;
   }
 }
