@@ -12,41 +12,15 @@ import argparse
 import base64
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 import openai
 
+from serve_check import check, free_port, wait_ready  # noqa: E402
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        sys.exit(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url, server, seconds=120):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if server.poll() is not None:
-            sys.exit(f"vlrt serve exited with {server.returncode}")
-        try:
-            urllib.request.urlopen(url + "/v2/health/ready", timeout=2)
-            return
-        except OSError:
-            time.sleep(0.2)
-    sys.exit("vlrt serve did not become ready")
 
 
 def main():

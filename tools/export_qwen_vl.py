@@ -42,6 +42,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_vlm_onnx  # noqa: E402  (the numpy vision indices, shared with the checker)
 import scenes  # noqa: E402
+from make_vlm_tokenizer import QWEN2_VL_CHAT_TEMPLATE  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.join(HERE, "..", "tests", "fixtures", "vlm", "tokenizer")
@@ -54,20 +55,6 @@ BOTH_PROMPT = "What is different between the two images?"
 MAX_NEW_TOKENS = 20
 LM_HEAD_SCALE = 64.0  # logits spread wide, so greedy steps are far from ties
 MIN_PIXELS, MAX_PIXELS = 56 * 56, 224 * 224
-# Qwen2-VL-Instruct's chat template.
-CHAT_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
-    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}"
-    "<|im_end|>\n{% else %}{% for content in message['content'] %}"
-    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
-    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: "
-    "{% endif %}<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}"
-    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 VARIANTS = {
     "qwen2-vl": dict(transformers="4.46.3", model="Qwen2VLForConditionalGeneration", config="Qwen2VLConfig",
@@ -126,7 +113,7 @@ def build_processor(variant):
                                                          patch_size=14, temporal_patch_size=2, merge_size=2)
     tokenizer = transformers.AutoTokenizer.from_pretrained(TOKENIZER)
     return getattr(transformers, VARIANTS[variant]["processor"])(image_processor=image_processor,
-                                                                 tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+                                                                 tokenizer=tokenizer, chat_template=QWEN2_VL_CHAT_TEMPLATE)
 
 
 # ------------------------------------------------------------------------------------- vision

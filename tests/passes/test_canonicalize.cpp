@@ -2,8 +2,7 @@
 // rewritten graph) and computes what the opset-18 form computes (checked through the CPU kernels).
 #include <gtest/gtest.h>
 
-#include <functional>
-
+#include "cli_util.h"
 #include "op_test_util.h"
 
 namespace vlrt {
@@ -45,14 +44,7 @@ void expect_same(const std::string& op, int64_t opset, const std::vector<Tensor>
   for (size_t i = 0; i < want.size(); i++) test::expect_close(got[i], want[i], 0, 0);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::vlrt::test::error_of;
 
 TEST(Canonicalize, PadAttributesBecomeInputs) {
   Tensor x = iota({2, 3});

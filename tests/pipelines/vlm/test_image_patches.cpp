@@ -3,9 +3,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
 
+#include "cli_util.h"
 #include "io/npy.h"
 #include "pipelines/vlm/image_patches.h"
 #include "pipelines/vlm/vlm_fixtures.h"
@@ -17,14 +17,7 @@ using test::grids_of;
 using test::preprocess_cases;
 using test::preprocess_fixture;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::vlrt::test::error_of;
 
 TEST(VlmPreprocess, ResizeBicubicMatchesPilExactly) {
   vision::Image src = vision::load_image(preprocess_fixture("bicubic_src.png"));

@@ -1,8 +1,7 @@
 // get_rope_index's M-RoPE positions and deltas against the reference, and decode positions.
 #include <gtest/gtest.h>
 
-#include <functional>
-
+#include "cli_util.h"
 #include "pipelines/vlm/rope_index.h"
 #include "pipelines/vlm/vlm_fixtures.h"
 
@@ -19,14 +18,7 @@ Tensor i64_matrix(const nlohmann::json& rows) {
   return Tensor::from_vector<int64_t>(v, {int64_t(rows.size()), int64_t(rows[0].size())});
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::vlrt::test::error_of;
 
 TEST(VlmRopeIndex, MatchesReference) {
   for (const auto& c : preprocess_cases()["rope_index"]) {
