@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "passes/canonicalize.h"
 #include "passes/shape_inference.h"
@@ -18,6 +19,9 @@ struct ProbeSizes {
 };
 constexpr ProbeSizes kProbeSizes{224, 448};
 constexpr ProbeSizes kFallbackSizes{1, 224};
+// The other size tried when a dimension fails at the first: 224 or 448 can pass a limit of the
+// model (a text length padded to 77) where a small size does not.
+constexpr int64_t kRetrySize = 3;
 // Export-time sizes tried when mapping a Reshape's input axes onto its output axes.
 constexpr int64_t kMaxExportSize = 16;
 
@@ -98,11 +102,14 @@ struct ReshapeProbes {
   std::vector<int64_t> shape0, shape1;
   bool allowzero = false;
   std::vector<bool> literal;  // per entry: it comes from an initializer or a Constant
-  // A literal entry, neither -1 nor a copy of the input's size (an entry computed from Shape that
-  // does not vary follows a fixed axis, or a size baked earlier in the graph).
-  bool fixed(size_t k) const {
-    return literal[k] && shape0[k] == shape1[k] && shape0[k] != -1 && (shape0[k] != 0 || allowzero);
+  // An entry that does not follow the dimension: the same at both probes, neither -1 nor a copy of
+  // the input's size.
+  bool steady(size_t k) const {
+    return shape0[k] == shape1[k] && shape0[k] != -1 && (shape0[k] != 0 || allowzero);
   }
+  // A steady literal entry: where a size is baked (a steady entry computed from Shape follows a
+  // fixed axis, such as H / window in Swin's window_reverse, or a size baked earlier in the graph).
+  bool fixed(size_t k) const { return literal[k] && steady(k); }
 };
 
 // The input and output shapes at export-time size s, when the shapes are consistent there.
@@ -139,9 +146,9 @@ std::optional<std::pair<Shape, Shape>> reshape_at(const ReshapeProbes& r, int64_
   return std::pair{in, out};
 }
 
-// An output axis holding s itself in a group of axes (input axes onto output axes with equal
+// A fixed output axis holding s itself in a group of axes (input axes onto output axes with equal
 // products, in row-major order at export size s) whose input axes carry the dimension while its
-// output axes are all fixed entries: the dimension has nowhere to go in that group.
+// output axes are all steady entries: the dimension has nowhere to go in that group.
 std::optional<size_t> baked_axis(const ReshapeProbes& r, const Shape& in, const Shape& out, int64_t s) {
   size_t i = 0, j = 0;
   while (i < in.size() || j < out.size()) {
@@ -154,12 +161,12 @@ std::optional<size_t> baked_axis(const ReshapeProbes& r, const Shape& in, const 
       if (take_in) pi *= in[i++];
       else pj *= out[j++];
     }
-    bool carries = false, all_fixed = j > first_out;
+    bool carries = false, all_steady = j > first_out;
     for (size_t k = first_in; k < i; k++) carries = carries || r.in0[k] != r.in1[k];
-    for (size_t k = first_out; k < j; k++) all_fixed = all_fixed && r.fixed(k);
-    if (!carries || !all_fixed) continue;
+    for (size_t k = first_out; k < j; k++) all_steady = all_steady && r.steady(k);
+    if (!carries || !all_steady) continue;
     for (size_t k = first_out; k < j; k++)
-      if (out[k] == s) return k;
+      if (out[k] == s && r.fixed(k)) return k;
   }
   return std::nullopt;
 }
@@ -197,18 +204,27 @@ class Linter {
         return std::move(report_);
       }
     }
-    for (auto& dim : dims) {
-      try {
-        InferredGraph alt = probe(model_, host_, dim.key, sizes_);
-        lint_reshapes(dim, base, alt);
-      } catch (const Error& e) {
-        add_failure(dim, base, e.what());
-      }
-    }
+    for (auto& dim : dims) lint_dimension(dim, base);
     return std::move(report_);
   }
 
  private:
+  // The dimension at the other size, then at kRetrySize if that fails. A failure is reported after
+  // the Reshapes are linted at a size that passes, so that a Reshape flagged there is not repeated.
+  void lint_dimension(const Dimension& dim, const InferredGraph& base) {
+    std::string failure;
+    for (int64_t alt : {sizes_.alt, kRetrySize}) {
+      if (alt == sizes_.base) continue;
+      try {
+        lint_reshapes(dim, {sizes_.base, alt}, base, probe(model_, host_, dim.key, {sizes_.base, alt}), "");
+        break;
+      } catch (const Error& e) {
+        if (failure.empty()) failure = e.what();
+      }
+    }
+    if (!failure.empty()) add_failure(dim, base, failure);
+  }
+
   bool reported(const std::string& node) const {
     for (auto& f : report_.findings)
       if (f.node == node) return true;
@@ -248,7 +264,11 @@ class Linter {
     return {v, cat("value '", v, "'", text), false};
   }
 
-  void lint_reshapes(const Dimension& dim, const InferredGraph& base, const InferredGraph& alt) {
+  // Reshapes whose shapes are known at both probes (`alt` may hold only the values upstream of a
+  // node that fails there: `failure` then says how). Returns how many were flagged.
+  size_t lint_reshapes(const Dimension& dim, ProbeSizes sizes, const InferredGraph& base,
+                       const InferredGraph& alt, const std::string& failure) {
+    size_t flagged = 0;
     for (auto& n : model_.graph.nodes) {
       if (n.op_type != "Reshape" || !n.domain.empty() || n.inputs.size() < 2 || reported(n.name)) continue;
       const ValueInfo *in0 = known_shape(base, n.inputs[0]), *in1 = known_shape(alt, n.inputs[0]);
@@ -256,7 +276,7 @@ class Linter {
       if (!in0 || !in1 || !shape0 || !shape1 || in0->shape.size() != in1->shape.size() ||
           shape0->size() != shape1->size())
         continue;
-      ReshapeProbes r{sizes_, in0->shape, in1->shape, *shape0, *shape1, n.attr_int("allowzero", 0) != 0, {}};
+      ReshapeProbes r{sizes, in0->shape, in1->shape, *shape0, *shape1, n.attr_int("allowzero", 0) != 0, {}};
       for (size_t k = 0; k < shape0->size(); k++) r.literal.push_back(source_of(base, n.inputs[1], int64_t(k)).literal);
       for (int64_t s = 1; s <= kMaxExportSize; s++) {
         auto shapes = reshape_at(r, s);
@@ -265,25 +285,67 @@ class Linter {
         if (!axis) continue;
         EntrySource source = source_of(base, n.inputs[1], int64_t(*axis));
         const ValueInfo* out1 = known_shape(alt, n.outputs[0]);
-        std::string effect = out1 ? cat("at ", dim.label, " = ", sizes_.alt, " it gives ", shape_text(out1->shape),
-                                         " and the items are mixed with no error")
-                                  : "at another size it fails";
+        std::string effect =
+            !out1 ? (failure.empty() ? "at another size it fails" : failure)
+                  : cat("at ", dim.label, " = ", sizes.alt, " it gives ", shape_text(out1->shape),
+                        failure.empty() ? " and the items are mixed with no error" : cat(", then ", failure));
         report_.findings.push_back(
             {n.name, n.op_type, source.value, dim.label,
              cat("node '", n.name, "' (Reshape): its shape ", source.description, " holds the fixed size ", r.shape0[*axis],
                  " at output axis ", *axis, " where the input's axes carrying dimension ", dim.label,
                  " belong: the size ", dim.label, " had at export (apparently ", s, ") is baked in; ", effect,
                  ". ", kAdvice)});
+        flagged++;
         break;
       }
     }
+    return flagged;
   }
 
-  void add_failure(const Dimension& dim, const InferredGraph& base, const std::string& what) {
+  // The node a shape-inference error names (its message starts with the node's label).
+  const Node* failing_node(const std::string& what) const {
     const Node* node = nullptr;
     for (auto& n : model_.graph.nodes)
       if (what.rfind(n.label(), 0) == 0) node = &n;
+    return node;
+  }
+
+  // Shape inference of only the nodes `node` depends on, with `dim` at the other size: they pass
+  // there, as the graph is inferred in order and fails first at `node`.
+  InferredGraph probe_upstream(const Dimension& dim, const Node& node) const {
+    std::unordered_set<const Node*> upstream;
+    std::vector<const Node*> stack{&node};
+    while (!stack.empty()) {
+      const Node* n = stack.back();
+      stack.pop_back();
+      for (auto& in : n->inputs) {
+        auto p = producers_.find(in);
+        if (p != producers_.end() && upstream.insert(p->second).second) stack.push_back(p->second);
+      }
+    }
+    Model prefix;
+    prefix.opsets = model_.opsets;
+    prefix.graph.inputs = model_.graph.inputs;
+    prefix.graph.initializers = model_.graph.initializers;
+    for (auto& n : model_.graph.nodes)
+      if (upstream.count(&n)) prefix.graph.nodes.push_back(n);
+    return probe(prefix, host_, dim.key, sizes_);
+  }
+
+  void add_failure(const Dimension& dim, const InferredGraph& base, const std::string& what) {
+    const Node* node = failing_node(what);
     if (node && reported(node->name)) return;
+    std::string failure = cat("shape inference fails when ", dim.label, " is ", sizes_.alt, " (it passes at ",
+                              sizes_.base, "): ", what);
+    // The usual cause: a Reshape upstream whose shape constant holds the export-time size, where
+    // the dimension is carried on (into a -1) until a node that meets it at the other size fails.
+    if (node) {
+      try {
+        if (lint_reshapes(dim, sizes_, base, probe_upstream(dim, *node), failure) > 0) return;
+      } catch (const Error&) {
+        // A subgraph reading an outer value whose producer is not upstream: the failure alone.
+      }
+    }
     EntrySource source;
     if (node) {
       static const std::unordered_map<std::string, size_t> kShapeInput = {
@@ -295,14 +357,12 @@ class Linter {
     // A failure not traced to a constant is more likely a limit of the model (a text length
     // padded to a maximum) than a baked size: a note, not a finding.
     if (!source.literal) {
-      report_.notes.push_back(cat("shape inference fails when ", dim.label, " is ", sizes_.alt, " (it passes at ",
-                                  sizes_.base, "): ", what));
+      report_.notes.push_back(failure);
       return;
     }
     report_.findings.push_back(
         {node->name, node->op_type, source.value, dim.label,
-         cat("shape inference fails when ", dim.label, " is ", sizes_.alt, " (it passes at ", sizes_.base, "): ", what,
-             ". The size ", dim.label, " had at export is probably baked into a shape constant",
+         cat(failure, ". The size ", dim.label, " had at export is probably baked into a shape constant",
              " (", source.description, "). ", kAdvice)});
   }
 

@@ -28,11 +28,13 @@ struct ExportLintReport {
 };
 
 // The graph is shape-inferred with every dynamic input dimension at one probe size, then once per
-// dimension with that one at another size (`host` folds the small values, as in infer_shapes).
-// Flagged: a shape op whose inference fails only at the second size, its shape input a constant
-// (other failures are notes); a Reshape whose shape constant holds a small export-time size s of
-// the dimension where, at size s, the input's axes carrying the dimension map onto output axes
-// that are all fixed (so another size lands in a -1 elsewhere).
+// dimension with that one at another size, or at a small one where that fails (`host` folds the
+// small values, as in infer_shapes).
+// Flagged: a Reshape whose shape constant holds a small export-time size s of the dimension where,
+// at size s, the input's axes carrying the dimension map onto output axes that are all fixed (so
+// another size lands in a -1 elsewhere); where a node fails at the second size, such a Reshape
+// among the nodes it depends on (inferred alone at that size), else the failing node itself when
+// it is a shape op whose shape input is a constant (other failures are notes).
 // Subgraphs are not linted.
 ExportLintReport lint_baked_sizes(const Model& model, Backend& host);
 

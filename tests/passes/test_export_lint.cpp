@@ -1,4 +1,4 @@
-// The export lint: baked sizes found in a traced export and in hand-built graphs (a Swin-style
+// The export lint: baked sizes found in traced exports and in hand-built graphs (a Swin-style
 // window reverse, a Reshape without -1), and nothing found in clean graphs or committed models.
 #include <gtest/gtest.h>
 
@@ -35,16 +35,23 @@ struct ReshapeChain {
     m.graph.inputs.push_back(d);
   }
   void reshape(const std::string& name, std::vector<int64_t> shape) {
-    Tensor t(DType::i64, {int64_t(shape.size())});
-    std::copy(shape.begin(), shape.end(), t.data<int64_t>());
-    m.graph.initializers[name + "_shape"] = t;
+    ints(name + "_shape", shape);
+    last = node(name, "Reshape", {last, name + "_shape"});
+  }
+  void ints(const std::string& name, std::vector<int64_t> values) {
+    Tensor t(DType::i64, {int64_t(values.size())});
+    std::copy(values.begin(), values.end(), t.data<int64_t>());
+    m.graph.initializers[name] = t;
+  }
+  // Appends a node named `name` with one output, `name` + "_out", and returns that output.
+  std::string node(const std::string& name, const std::string& op_type, std::vector<std::string> inputs) {
     Node n;
     n.name = name;
-    n.op_type = "Reshape";
-    n.inputs = {last, name + "_shape"};
+    n.op_type = op_type;
+    n.inputs = std::move(inputs);
     n.outputs = {name + "_out"};
     m.graph.nodes.push_back(n);
-    last = n.outputs[0];
+    return n.outputs[0];
   }
 };
 
@@ -59,6 +66,49 @@ TEST(ExportLint, FlagsTheBakedBatchOfATracedExport) {
   EXPECT_NE(f.message.find("[1, 2, -1, 8]"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("apparently 1"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("dynamic_axes"), std::string::npos) << f.message;
+}
+
+// Swin's window_reverse with B = int(...): the Reshape takes the batch into its -1, and shape
+// inference fails only at the residual Add downstream. The lint names the Reshape.
+TEST(ExportLint, TracesAFailureDownstreamToTheReshapeThatBakesTheBatch) {
+  ExportLintReport r = lint_file("tests/fixtures/export_lint/baked_window_reverse.onnx");
+  ASSERT_EQ(r.findings.size(), 1u) << (r.findings.size() > 1 ? r.findings[1].message : "");
+  EXPECT_TRUE(r.notes.empty()) << (r.notes.empty() ? "" : r.notes[0]);
+  const BakedSizeFinding& f = r.findings[0];
+  EXPECT_EQ(f.node, "/Reshape_2");
+  EXPECT_EQ(f.op_type, "Reshape");
+  EXPECT_EQ(f.constant, "/Constant_11_output_0");
+  EXPECT_EQ(f.dimension, "'batch'");
+  EXPECT_NE(f.message.find("constant '/Constant_11_output_0' = [1]"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("output axis 0"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("it gives [1, 2, 2, 2, 2, 1792]"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("node '/Add' (Add)"), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("dynamic_axes"), std::string::npos) << f.message;
+}
+
+// A size such as 224 can pass a limit of the model (here a table of 4 positions sliced to N):
+// the dimension is probed again at a small size, where the baked Reshape is found.
+TEST(ExportLint, ProbesASmallSizeWhereTheSecondFails) {
+  ReshapeChain g({16, 3});
+  g.reshape("partition", {-1, 2, 2, 3});
+  g.reshape("reverse", {1, 2, 2, 2, 2, -1});
+  Tensor positions(DType::f32, {4});
+  std::fill_n(positions.data<float>(), 4, 0.f);
+  g.m.graph.initializers["positions"] = positions;
+  g.ints("zero", {0});
+  std::string n = g.node("batch", "Shape", {"x"});
+  g.m.graph.nodes.back().attrs["end"].kind = Attribute::Kind::i;
+  g.m.graph.nodes.back().attrs["end"].i = 1;
+  std::string sliced = g.node("slice", "Slice", {"positions", "zero", n});
+  std::string zeros = g.node("zeros", "ConstantOfShape", {n});
+  g.node("add", "Add", {sliced, zeros});
+  ExportLintReport r = lint(g.m);
+  ASSERT_EQ(r.findings.size(), 1u) << (r.findings.size() > 1 ? r.findings[1].message : "");
+  EXPECT_EQ(r.findings[0].node, "reverse");
+  EXPECT_NE(r.findings[0].message.find("'N' = 3"), std::string::npos) << r.findings[0].message;
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("fails when 'N' is 224 (it passes at 1): node 'add' (Add)"), std::string::npos)
+      << r.notes[0];
 }
 
 TEST(ExportLint, CleanExportHasNoFinding) {
