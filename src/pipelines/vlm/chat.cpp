@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "integrity/load_model.h"
+#include "pipelines/vlm/decoder_outputs.h"
 #include "pipelines/vlm/image_patches.h"
 #include "pipelines/vlm/rope_index.h"
 
@@ -89,8 +90,10 @@ Chat::Chat(const std::string& dir, ChatOptions options)
   check_embedding_contract(embedding_->model());
   SessionOptions decoder_options = options_.text;
   decoder_options.plan = decoder_plan_options(1, context_);
-  decoder_ = open_session(folder_.decoder_model(), options_, decoder_options);
-  check_decoder_contract(decoder_->model(), folder_);
+  Model decoder = load_model(folder_.decoder_model(), LoadOptions{options_.verify_hash});
+  check_decoder_contract(decoder, folder_);
+  keep_new_positions(decoder, folder_.text.layers);
+  decoder_ = std::make_unique<Session>(std::move(decoder), decoder_options);
   CachePlan cp = plan_cache(1, context_);
   for (const CacheDevice& d : cp.devices) planned_cache_bytes_ += d.cache_bytes;
   for (const CacheDevice& d : cp.devices)

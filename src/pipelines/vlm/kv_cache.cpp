@@ -65,37 +65,36 @@ Tensor KvCache::decode_mask() const {
   return mask;
 }
 
-// Rows of [B, kv_heads] blocks of `count` positions from `present` (starting at position
-// `from`) to the cache's positions [length_, length_ + count) in the current bucket layout.
-void KvCache::copy_positions(Buffer& dst, const Tensor& present, int64_t from, int64_t count) const {
+// Every [B, kv_heads] block of `present`'s positions to the cache's positions
+// [length_, length_ + n) in the current bucket layout.
+void KvCache::copy_positions(Buffer& dst, const Tensor& present) const {
   size_t position_bytes = size_t(shape_.head_dim) * dtype_size(shape_.dtype);
-  int64_t present_positions = present.dim(2);
+  int64_t n = present.dim(2);
   const char* src = static_cast<const char*>(present.raw());
   char* out = static_cast<char*>(dst.data);
   for (int64_t block = 0; block < batch_ * shape_.kv_heads; block++)
-    std::memcpy(out + (size_t(block * bucket_ + length_)) * position_bytes,
-                src + (size_t(block * present_positions + from)) * position_bytes, size_t(count) * position_bytes);
+    std::memcpy(out + size_t(block * bucket_ + length_) * position_bytes, src + size_t(block * n) * position_bytes,
+                size_t(n) * position_bytes);
 }
 
 void KvCache::append(int64_t layer, const Tensor& key, const Tensor& value) {
   for (const Tensor* t : {&key, &value}) {
     VLRT_CHECK(t->dtype() == shape_.dtype && t->rank() == 4 && t->dim(0) == batch_ && t->dim(1) == shape_.kv_heads &&
-              t->dim(3) == shape_.head_dim,
-          "the decoder's present key/value of layer ", layer, " is ", dtype_name(t->dtype()),
-          shape_str(t->shape()), ", expected ", dtype_name(shape_.dtype), "[", batch_, ",", shape_.kv_heads, ",N,", shape_.head_dim, "]");
+                   t->dim(3) == shape_.head_dim,
+               "the decoder's present key/value of layer ", layer, " is ", dtype_name(t->dtype()),
+               shape_str(t->shape()), ", expected ", dtype_name(shape_.dtype), "[", batch_, ",", shape_.kv_heads, ",N,",
+               shape_.head_dim, "]");
   }
-  int64_t from = 0, count = key.dim(2);
+  int64_t n = key.dim(2);
   if (prefilled_) {
-    VLRT_CHECK(count == bucket_ + 1, "the decoder returned ", count, " positions in present, expected the past ",
-          bucket_, " and one new");
+    VLRT_CHECK(n == 1, "the decoder returned ", n, " new positions in present for one token");
     VLRT_CHECK(length_ < context_, "the context of ", context_, " tokens is full");
-    from = bucket_, count = 1;
   } else {
-    VLRT_CHECK(count <= context_, "a prompt of ", count, " tokens does not fit a context of ", context_);
-    spread_to(std::max(bucket_, bucket_for(context_, count)));
+    VLRT_CHECK(n <= context_, "a prompt of ", n, " tokens does not fit a context of ", context_);
+    spread_to(std::max(bucket_, bucket_for(context_, n)));
   }
-  copy_positions(*keys_.at(size_t(layer)), key, from, count);
-  copy_positions(*values_.at(size_t(layer)), value, from, count);
+  copy_positions(*keys_.at(size_t(layer)), key);
+  copy_positions(*values_.at(size_t(layer)), value);
 }
 
 void KvCache::advance_prefill(const std::vector<std::vector<int64_t>>& mask_rows) {

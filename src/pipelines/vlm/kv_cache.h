@@ -7,7 +7,8 @@
 // of one per token: the unused positions of a bucket are masked out by attention_mask (the
 // rotary embedding is applied before keys are cached, so where a key sits in the cache does
 // not change attention). Within a bucket the view is [B, kv_heads, bucket, head_dim],
-// contiguous; moving to a larger bucket spreads the rows out in place.
+// contiguous; moving to a larger bucket spreads the rows out in place. The decoder returns
+// only the new positions of `present` (keep_new_positions in decoder_outputs.h).
 #pragma once
 
 #include <cstdint>
@@ -56,9 +57,8 @@ class KvCache {
   // for the new token.
   Tensor decode_mask() const;
 
-  // Copies what a step added: a prefill's present [B, kv_heads, n, head_dim] (n = its tokens,
-  // into an empty cache) or a decode step's present [B, kv_heads, bucket() + 1, head_dim],
-  // whose last position is the new token.
+  // Copies the positions a step added, [B, kv_heads, n, head_dim]: a prefill's n tokens into
+  // the empty cache, or a decode step's one token after the cached ones.
   void append(int64_t layer, const Tensor& present_key, const Tensor& present_value);
   // After every layer is appended: counts the step's tokens (a prefill's mask rows give its
   // length and padding; a decode step adds one token per row) and moves to a larger bucket
@@ -69,7 +69,7 @@ class KvCache {
  private:
   void spread_to(int64_t bucket);
   Tensor view(const std::shared_ptr<Buffer>& buffer) const;
-  void copy_positions(Buffer& dst, const Tensor& present, int64_t from, int64_t count) const;
+  void copy_positions(Buffer& dst, const Tensor& present) const;
 
   KvCacheShape shape_;
   int64_t batch_, context_;

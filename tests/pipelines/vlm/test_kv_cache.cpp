@@ -61,11 +61,9 @@ TEST(KvCache, PrefillThenDecodeAcrossBuckets) {
     EXPECT_EQ(m.data<int64_t>()[bucket], 1);
     EXPECT_EQ(m.data<int64_t>()[token], 0);
     EXPECT_EQ(m.data<int64_t>()[token - 1], 1);
-    // The decoder's present: the past, then the new token at position `bucket`.
-    auto step = [&](int64_t b, int64_t h, int64_t p, int64_t d) {
-      return p == bucket ? code(b, h, token, d) : at(past, b, h, p, d);
-    };
-    cache.append(0, present(B, H, bucket + 1, D, step), present(B, H, bucket + 1, D, step));
+    // The decoder's new position: the token's key and value.
+    auto step = [&](int64_t b, int64_t h, int64_t, int64_t d) { return code(b, h, token, d); };
+    cache.append(0, present(B, H, 1, D, step), present(B, H, 1, D, step));
     cache.advance_decode();
   }
   EXPECT_EQ(cache.bucket(), 200);
@@ -81,7 +79,7 @@ TEST(KvCache, RefusesWhatDoesNotFit) {
   cache.append(0, present(1, 1, 4, 1, zero), present(1, 1, 4, 1, zero));
   cache.advance_prefill({{1, 1, 1, 1}});
   try {
-    cache.append(0, present(1, 1, 5, 1, zero), present(1, 1, 5, 1, zero));
+    cache.append(0, present(1, 1, 1, 1, zero), present(1, 1, 1, 1, zero));
     FAIL() << "a full context took another token";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("context of 4 tokens is full"), std::string::npos) << e.what();
