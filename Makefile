@@ -43,14 +43,19 @@ sanitize: deps
 	ctest --test-dir build-asan --output-on-failure -j$(JOBS) -E conformance
 
 # The shipped demo detector (models/demo) on the shipped demo image: a table of detections,
-# the annotated image and the JSON under out/demo.
+# the annotated image and the JSON under out/demo. Then the same image with no prompt: the demo
+# tagger (models/demo-tagger) names what is in it, the detector finds those tags and the demo
+# mask decoder (models/demo-sam) segments every box.
 DEMO_IMAGE ?= assets/demo.png
 DEMO_PROMPT ?= orange cross . black ring . orange heart . red triangle . green heart . yellow heart . yellow triangle .
 
 demo: deps program
 	./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt "$(DEMO_PROMPT)" \
 	  --json out/demo/detections.json --draw out/demo/detections.png
-	@echo "open out/demo/detections.png to see the boxes; try another prompt with" \
+	./$(BUILD)/vlrt detect $(DEMO_IMAGE) --auto --masks models/demo-sam \
+	  --json out/demo/masks.json --draw out/demo/masks.png
+	@echo "open out/demo/detections.png to see the boxes and out/demo/masks.png the masks (no prompt: tag," \
+	  "detect, segment); try another prompt with" \
 	  "./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt \"yellow heart . black ring .\""
 
 clean:

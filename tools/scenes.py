@@ -261,8 +261,24 @@ def caption_for(rng, present, n_absent):
     return " . ".join(phrases[i] for i in order) + " .", absent
 
 
-def make_scene(seed, index, style=None, size=None, n_objects=None):
-    """Scene `index` of `seed`: (uint8 image HxWx3, annotation dict)."""
+def visible_masks(placed, height, width):
+    """Each object's visible pixels (bool HxW): those it covers at least half of and no object
+    drawn after it covers at least half of."""
+    masks = []
+    for p in placed:
+        m = np.zeros((height, width), dtype=bool)
+        h, w = p["cov"].shape
+        m[p["y0"]:p["y0"] + h, p["x0"]:p["x0"] + w] = p["cov"] >= 0.5
+        masks.append(m)
+    for j in range(len(masks)):
+        for later in masks[j + 1:]:
+            masks[j] &= ~later
+    return masks
+
+
+def make_scene(seed, index, style=None, size=None, n_objects=None, masks=False):
+    """Scene `index` of `seed`: (uint8 image HxWx3, annotation dict), and with `masks` a third
+    value: each object's visible pixels (visible_masks), in the order of ann["objects"]."""
     rng = np.random.default_rng([seed, index])
     if style is None:
         style = STYLES[rng.integers(len(STYLES))]
@@ -282,6 +298,8 @@ def make_scene(seed, index, style=None, size=None, n_objects=None):
     ann = {"width": width, "height": height, "seed": seed, "index": index, "style": style,
            "caption": caption, "present": present, "absent": absent,
            "objects": [{"label": l, "box": p["box"]} for l, p in zip(labels, placed)]}
+    if masks:
+        return img, ann, visible_masks(placed, height, width)
     return img, ann
 
 

@@ -1,10 +1,12 @@
-// vlrt detect IMAGE --prompt "person . bicycle ." (or --classes "phrase=name, ..."): labelled
-// boxes for one image; with --masks, a SAM mask for each box.
+// vlrt detect IMAGE --prompt "person . bicycle ." (or --classes "phrase=name, ...", or --auto:
+// a tagger's tags are the prompt): labelled boxes for one image; with --masks, a SAM mask for
+// each box.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "apps/auto_prompt.h"
 #include "apps/pipeline_options.h"
 #include "io/files.h"
 #include "vision/draw.h"
@@ -19,14 +21,35 @@ struct DetectArgs {
   std::string json_out;
   std::string draw_out;
   std::string masks;  // SAM model folder
+  bool use_auto = false;
+  std::string tagger;  // --auto's tagger folder; default: the shipped demo tagger
+  std::optional<float> tag_threshold;
   PipelineArgs p;
 };
 
 void detect(const DetectArgs& a) {
-  auto pipeline = make_pipeline(a.p);
-  auto [query, classes] = make_query(*pipeline, a.q);
-  auto segmenter = make_segmenter(a.masks, a.p);
+  QueryArgs q = a.q;
+  std::string tagger;
+  if (a.use_auto) {
+    if (!q.prompt.empty() || !q.classes.empty())
+      fail("--auto makes the prompt from the tagger's tags; give --auto or --prompt/--classes, not both");
+    tagger = find_tagger(a.tagger);
+  } else if (!a.tagger.empty() || a.tag_threshold) {
+    fail(a.tagger.empty() ? "--tag-threshold" : "--tagger", " is for --auto; add --auto or leave it out");
+  }
+  if (a.tag_threshold && !(*a.tag_threshold >= 0 && *a.tag_threshold <= 1))
+    fail("--tag-threshold ", *a.tag_threshold, " is not in 0..1");
   vision::Image img = vision::load_image(a.image);
+  if (a.use_auto) {
+    AutoPrompt tags = auto_prompt(tagger, img, a.image, session_options(a.p), a.tag_threshold);
+    std::printf("tags (%s):", tagger.c_str());
+    for (size_t i = 0; i < tags.tags.size(); i++) std::printf(" %s %.2f%s", tags.tags[i].c_str(), tags.scores[i],
+                                                              i + 1 < tags.tags.size() ? "," : "\n");
+    q.prompt = tags.prompt;
+  }
+  auto pipeline = make_pipeline(a.p);
+  auto [query, classes] = make_query(*pipeline, q);
+  auto segmenter = make_segmenter(a.masks, a.p);
   auto t0 = std::chrono::steady_clock::now();
   auto request = pipeline->request(query, img);
   pipeline->run({request.get()});
@@ -63,7 +86,7 @@ void detect(const DetectArgs& a) {
     for (size_t i = 0; i < dets.size(); i++) {
       const auto& d = dets[i];
       j["detections"].push_back({{"label", d.label}, {"score", d.score}, {"box", {d.x1, d.y1, d.x2, d.y2}}});
-      if (!a.q.classes.empty() && d.category >= 0)
+      if (!q.classes.empty() && d.category >= 0)
         j["detections"].back()["class_id"] = classes.class_id(size_t(d.category));
       if (!masks.empty()) {
         j["detections"].back()["area"] = vision::mask_area(masks[i]);
@@ -96,6 +119,14 @@ void add_detect_command(CLI::App& app) {
                   "uncompressed RLE and its area)");
   cmd->add_option("--draw", a.draw_out,
                   "write the image with boxes, labels (and masks) drawn as PNG to this file");
+  cmd->add_flag("--auto", a.use_auto,
+               "no prompt: tag the image first (--tagger) and detect the tags, joined with ' . '; the tags are "
+               "printed. Masks only with --masks, as without --auto");
+  cmd->add_option("--tagger", a.tagger,
+                  "--auto's tagger: a folder with model.onnx and tags.json (RAM contract; default: the shipped "
+                  "demo tagger, models/demo-tagger)");
+  cmd->add_option("--tag-threshold", a.tag_threshold,
+                  "--auto: one threshold for every tag instead of the tag list's");
   add_masks_option(cmd, a.masks);
   add_pipeline_options(cmd, a.p);
   cmd->callback([] { detect(a); });

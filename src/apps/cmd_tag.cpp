@@ -2,9 +2,9 @@
 // RAM-contract tagger and the tag list beside it; all images in one batch.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "apps/auto_prompt.h"
 #include "apps/commands.h"
 #include "integrity/load_model.h"
 #include "io/files.h"
@@ -25,17 +25,6 @@ struct TagArgs {
   DeviceArgs device_args;
 };
 
-// DIR/model.onnx for a folder, else the file itself.
-std::string model_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return path;
-  std::string file = (std::filesystem::path(path) / "model.onnx").string();
-  if (!std::filesystem::exists(file, ec))
-    fail("model folder '", path,
-         "' has no model.onnx; pass the .onnx file or a folder holding model.onnx and tags.json");
-  return file;
-}
-
 void run_tag(const TagArgs& a) {
   if (a.threshold && !(*a.threshold >= 0 && *a.threshold <= 1))
     fail("--threshold ", *a.threshold, " is not in 0..1");
@@ -44,7 +33,7 @@ void run_tag(const TagArgs& a) {
   SessionOptions options;
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
-  tagging::Tagger tagger(load_model(model_file(a.model)), options, {a.threshold, a.tags});
+  tagging::Tagger tagger(load_model(tagger_model_file(a.model)), options, {a.threshold, a.tags});
 
   std::vector<const vision::Image*> batch;
   for (auto& img : images) batch.push_back(&img);
