@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -95,6 +96,25 @@ void write_file_atomically(const std::string& path, std::initializer_list<std::s
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) give_up(cat("cannot rename temporary file into place (", ec.message(), ")"));
+}
+
+std::string find_shipped_file(const std::string& relative) {
+  std::vector<fs::path> roots;
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    fs::path dir = fs::path(exe).parent_path();
+    roots.push_back(dir.parent_path());                     // build/vlrt -> repo root
+    roots.push_back(dir.parent_path() / "share" / "vlrt");  // installed: bin/vlrt -> share/vlrt
+  }
+  roots.push_back(fs::current_path());
+  for (auto& r : roots) {
+    fs::path p = r / relative;
+    std::error_code ec;
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return "";
 }
 
 }  // namespace vlrt

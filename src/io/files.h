@@ -44,4 +44,9 @@ inline void write_file_atomically(const std::string& path, std::string_view byte
   write_file_atomically(path, {bytes});
 }
 
+// A file shipped with vlrt, `relative` to the repository or install root (e.g.
+// "models/demo/model.onnx"): looked for beside the program (build/vlrt -> the repository,
+// bin/vlrt -> share/vlrt), then in the working directory; "" when none holds it.
+std::string find_shipped_file(const std::string& relative);
+
 }  // namespace vlrt

@@ -1,12 +1,12 @@
 #include "pipelines/grounding/detector.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+
+#include "io/files.h"
 
 namespace vlrt::grounding {
 
@@ -228,24 +228,7 @@ std::vector<std::vector<Detection>> Detector::detect(const std::vector<const vis
   return results;
 }
 
-std::string default_model_path() {
-  std::vector<fs::path> roots;
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    fs::path dir = fs::path(exe).parent_path();
-    roots.push_back(dir.parent_path());                     // build/vlrt -> repo root
-    roots.push_back(dir.parent_path() / "share" / "vlrt");  // installed: bin/vlrt -> share/vlrt
-  }
-  roots.push_back(fs::current_path());
-  for (auto& r : roots) {
-    fs::path p = r / "models" / "demo" / "model.onnx";
-    std::error_code ec;
-    if (fs::exists(p, ec)) return p.string();
-  }
-  return "";
-}
+std::string default_model_path() { return find_shipped_file("models/demo/model.onnx"); }
 
 std::string default_vocab_path(const Model& model) {
   auto it = model.metadata.find("vlrt.vocab");
