@@ -177,7 +177,7 @@ def background(rng, style, height, width):
 
 # ---------------------------------------------------------------- scenes
 
-def _place_objects(rng, height, width, count):
+def _place_objects(rng, height, width, count, min_object=MIN_OBJECT):
     """Sizes, angles and centres; an object may cover at most 20% of one drawn before it."""
     placed = []
     occupancy = np.full((height, width), -1, dtype=np.int32)
@@ -187,7 +187,7 @@ def _place_objects(rng, height, width, count):
         shape = SHAPES[rng.integers(len(SHAPES))]
         colour = list(COLOURS)[rng.integers(len(COLOURS))]
         top = min(MAX_OBJECT, 0.5 * min(height, width))
-        size = float(np.exp(rng.uniform(np.log(MIN_OBJECT), np.log(top))))
+        size = float(np.exp(rng.uniform(np.log(min_object), np.log(top))))
         m = _max_rotation(shape)
         angle = float(rng.uniform(-m, m)) if m else 0.0
         margin = size * 0.35
@@ -276,9 +276,10 @@ def visible_masks(placed, height, width):
     return masks
 
 
-def make_scene(seed, index, style=None, size=None, n_objects=None, masks=False):
-    """Scene `index` of `seed`: (uint8 image HxWx3, annotation dict), and with `masks` a third
-    value: each object's visible pixels (visible_masks), in the order of ann["objects"]."""
+def make_scene(seed, index, style=None, size=None, n_objects=None, masks=False, min_object=MIN_OBJECT):
+    """Scene `index` of `seed`: (uint8 image HxWx3, annotation dict), objects at least `min_object`
+    pixels high, and with `masks` a third value: each object's visible pixels (visible_masks), in
+    the order of ann["objects"]."""
     rng = np.random.default_rng([seed, index])
     if style is None:
         style = STYLES[rng.integers(len(STYLES))]
@@ -288,7 +289,7 @@ def make_scene(seed, index, style=None, size=None, n_objects=None, masks=False):
         height, width = size
     img = background(rng, style, height, width)
     count = int(n_objects) if n_objects else int(rng.integers(1, 7))
-    placed = _place_objects(rng, height, width, count)
+    placed = _place_objects(rng, height, width, count, min_object)
     for p in placed:
         _draw(rng, img, style, p)
     img = np.clip(np.rint(img), 0, 255).astype(np.uint8)

@@ -1,15 +1,20 @@
-// vlrt chat MODEL_DIR --image IMG --prompt "...": one turn with a vision-language model
-// (Qwen2-VL / Qwen2.5-VL folder), the answer streamed as it is generated.
+// vlrt chat [MODEL_DIR] --image IMG --prompt "...": one turn with a vision-language model
+// (Qwen2-VL / Qwen2.5-VL folder; the shipped demo VLM, models/demo-vlm, when none is given),
+// the answer streamed as it is generated.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "io/files.h"
+#include "io/shipped.h"
 #include "pipelines/vlm/chat.h"
 
 namespace vlrt {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 struct ChatArgs {
   std::string model;
@@ -41,6 +46,14 @@ std::string placement_line(const vlm::TurnStats& s) {
 
 double per_second(int64_t n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 
+// The shipped demo VLM's folder; fails saying what to pass when it is not there.
+std::string default_vlm_folder() {
+  std::string config = shipped_model_path("demo-vlm/config.json");
+  if (config.empty())
+    fail("no model given and the demo VLM (models/demo-vlm) was not found; pass a VLM folder: vlrt chat MODEL_DIR ...");
+  return fs::path(config).parent_path().string();
+}
+
 void run_chat(const ChatArgs& a, CLI::App* cmd) {
   vlm::ChatOptions options;
   options.verify_hash = !a.no_verify_hash;
@@ -50,7 +63,7 @@ void run_chat(const ChatArgs& a, CLI::App* cmd) {
   options.context = a.context;
   vlm::GenerateOptions g;
   g.max_new_tokens = a.max_new_tokens;
-  vlm::Chat chat(a.model, options);
+  vlm::Chat chat(a.model.empty() ? default_vlm_folder() : a.model, options);
   g.sampling = chat.folder().generation.sampling;
   if (cmd->count("--sample")) g.sampling.sample = a.sample;
   if (cmd->count("--temperature")) g.sampling.temperature = a.temperature;
@@ -113,8 +126,8 @@ void add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Ask a vision-language model (Qwen2-VL / Qwen2.5-VL folder) about images");
   cmd->add_option("model", a.model,
                   "VLM folder: vision.onnx, embedding.onnx, decoder.onnx, tokenizer.json, config.json, "
-                  "generation_config.json, preprocessor_config.json (tools/export_qwen_vl.py writes one)")
-      ->required();
+                  "generation_config.json, preprocessor_config.json (tools/export_qwen_vl.py writes one; default: the "
+                  "shipped demo VLM, models/demo-vlm, which knows the generated scenes of tools/scenes.py)");
   cmd->add_option("--image", a.images, "PNG, JPEG, BMP, GIF, WebP or TIFF image (repeatable; in prompt order)");
   cmd->add_option("-p,--prompt", a.prompt, "the question")->required();
   cmd->add_option("--system", a.system, "system message (default: the template's, \"You are a helpful assistant.\")");

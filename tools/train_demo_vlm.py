@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""Trains the demo VLM (models/demo-vlm): a small Qwen2-VL (transformers'
+Qwen2VLForConditionalGeneration, from a config) taught from scratch to answer questions about
+generated scenes (tools/demo_vlm_questions.py), then exported with tools/export_qwen_vl.py's
+wrappers to vlrt's VLM folder layout.
+
+Training: a pool of scenes from seed 1234 (any other seed is held out), each step a batch of
+one image size with one random question per scene, teacher forcing with the loss on the answer
+tokens and <|im_end|> only, plus an auxiliary loss that teaches the vision tower first: two
+linear heads on each image token (a 28 x 28 pixel cell) predict the colour and the shape of the
+object whose box holds the cell's centre (or none). The heads are not exported. AdamW, warm-up
+then cosine. One CPU thread. A checkpoint is written
+to --work every --save-every steps and a run resumes from it; progress lines give the loss and,
+every --eval-every steps, the share of exact answers (every teacher-forced argmax right, which
+is what greedy decoding gives) on 96 questions about seed 99's scenes.
+
+    python tools/train_demo_vlm.py --work /tmp/demo-vlm-train     # needs transformers 4.46.3
+    python tools/train_demo_vlm.py --work /tmp/demo-vlm-train --export-only
+"""
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import demo_vlm_questions as dq  # noqa: E402
+import export_qwen_vl as xq  # noqa: E402
+import scenes  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = os.path.join(HERE, "..", "models", "demo-vlm")
+TRAIN_SEED, QUICK_SEED = 1234, 99
+VARIANT = "qwen2-vl"
+VISION = dict(depth=2, embed_dim=64, hidden_size=128, num_heads=4, mlp_ratio=2, patch_size=14,
+              temporal_patch_size=2, spatial_merge_size=2)
+TEXT = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=3, num_attention_heads=4,
+            num_key_value_heads=2, mrope_section=[4, 6, 6])
+CELL = 28  # pixels of one image token (patch 14, merge 2)
+AUX_WEIGHT = 0.5
+FOLDER_FILES = ["vision.onnx", "embedding.onnx", "decoder.onnx", "tokenizer.json", "config.json",
+                "generation_config.json", "preprocessor_config.json"]
+
+
+def make_config():
+    t = TEXT
+    return transformers.Qwen2VLConfig(
+        vocab_size=762, hidden_size=t["hidden_size"], intermediate_size=t["intermediate_size"],
+        num_hidden_layers=t["num_hidden_layers"], num_attention_heads=t["num_attention_heads"],
+        num_key_value_heads=t["num_key_value_heads"], max_position_embeddings=2048,
+        rope_scaling={"type": "mrope", "mrope_section": t["mrope_section"]}, vision_config=VISION,
+        image_token_id=xq.IMAGE_PAD, video_token_id=xq.VIDEO_PAD, vision_start_token_id=xq.VISION_START,
+        vision_end_token_id=xq.VISION_END, bos_token_id=xq.ENDOFTEXT, eos_token_id=xq.IM_END,
+        pad_token_id=xq.ENDOFTEXT, tie_word_embeddings=False, attn_implementation="eager", torch_dtype="float32")
+
+
+def batched_vision(visual, pixel_values, grid_thw):
+    """The vision tower over a batch of images of one grid: the same arithmetic as
+    transformers' (attention within each image), as batched matrix products instead of one
+    [N, N] attention over every patch of the batch."""
+    t, h, w = (int(v) for v in grid_thw[0])
+    n, b = t * h * w, grid_thw.shape[0]
+    x = visual.patch_embed(pixel_values).reshape(b, n, -1)
+    freqs = visual.rot_pos_emb(grid_thw[:1])
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    for blk in visual.blocks:
+        attn = blk.attn
+        q, k, v = attn.qkv(blk.norm1(x)).reshape(b, n, 3, attn.num_heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+        q = q * cos + xq.rotate_half(q) * sin
+        k = k * cos + xq.rotate_half(k) * sin
+        weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]), dim=-1)
+        x = x + attn.proj((weights @ v).transpose(1, 2).reshape(b, n, -1))
+        x = x + blk.mlp(blk.norm2(x))
+    return visual.merger(x.reshape(b * n, -1))
+
+
+# ---------------------------------------------------------------------------------- data
+
+
+def cell_targets(objects, grid):
+    """Per image token (row-major over the merged grid): 1 + the colour index and 1 + the shape
+    index of the smallest object whose box holds the cell's centre; 0 where none does."""
+    rows, cols = grid[1] // 2, grid[2] // 2
+    colour, shape = np.zeros((rows, cols), np.int64), np.zeros((rows, cols), np.int64)
+    colours = list(scenes.COLOURS)
+    for c, s, box in sorted(objects, key=lambda o: -(o[2][2] - o[2][0]) * (o[2][3] - o[2][1])):
+        ys = (np.arange(rows) + 0.5) * CELL
+        xs = (np.arange(cols) + 0.5) * CELL
+        inside = ((ys >= box[1]) & (ys < box[3]))[:, None] & ((xs >= box[0]) & (xs < box[2]))[None, :]
+        colour[inside], shape[inside] = colours.index(c) + 1, scenes.SHAPES.index(s) + 1
+    return torch.from_numpy(colour.reshape(-1)), torch.from_numpy(shape.reshape(-1))
+
+
+def _scene(args):
+    seed, index = args
+    return dq.make_scene(seed, index)
+
+
+def scene_pool(seed, count, processor, cache):
+    """count scenes of `seed` with their pixel values, grouped by image size; cached in `cache`."""
+    if cache and os.path.exists(cache):
+        with open(cache, "rb") as f:
+            scenes_ = torch.load(f)
+    else:
+        with multiprocessing.Pool(2) as pool:
+            scenes_ = pool.map(_scene, [(seed, i) for i in range(count)], chunksize=16)
+        if cache:
+            torch.save(scenes_, cache)
+    buckets = {}
+    for img, objects in scenes_:
+        px = processor.image_processor(images=[img], return_tensors="pt")
+        grid = tuple(px["image_grid_thw"][0].tolist())
+        buckets.setdefault(grid, []).append((px["pixel_values"], objects, cell_targets(objects, grid)))
+    return buckets
+
+
+class Prompts:
+    """Token ids of the chat prompt for a question and image grid (image pads expanded), cached."""
+
+    def __init__(self, processor):
+        self.processor, self.cache = processor, {}
+        self.tokenizer = processor.tokenizer
+
+    def ids(self, prompt, grid):
+        key = (prompt, grid)
+        if key not in self.cache:
+            messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}]
+            text = self.processor.apply_chat_template(messages, add_generation_prompt=True)
+            pads = grid[0] * grid[1] * grid[2] // 4
+            text = text.replace("<|image_pad|>", "<|image_pad|>" * pads)
+            self.cache[key] = self.tokenizer(text)["input_ids"]
+        return self.cache[key]
+
+    def answer(self, text):
+        return self.tokenizer(text)["input_ids"] + [xq.IM_END]
+
+
+def make_batch(items, grid, prompts):
+    """items: (pixel_values, prompt, answer, cell targets) of one grid -> model inputs with
+    answer-only labels, and the cell targets."""
+    seqs, labels = [], []
+    for _, prompt, answer, _ in items:
+        p, a = prompts.ids(prompt, grid), prompts.answer(answer)
+        seqs.append(p + a)
+        labels.append([-100] * len(p) + a)
+    length = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), length), xq.ENDOFTEXT, dtype=torch.int64)
+    lab = torch.full((len(seqs), length), -100, dtype=torch.int64)
+    mask = torch.zeros((len(seqs), length), dtype=torch.int64)
+    for i, (s, l) in enumerate(zip(seqs, labels)):
+        ids[i, :len(s)], lab[i, :len(s)], mask[i, :len(s)] = torch.tensor(s), torch.tensor(l), 1
+    return dict(input_ids=ids, attention_mask=mask, labels=lab,
+                pixel_values=torch.cat([item[0] for item in items]),
+                image_grid_thw=torch.tensor([list(grid)] * len(items))), \
+        [torch.cat([item[3][i] for item in items]) for i in range(2)]
+
+
+def sample_batches(rng, buckets, batch_size):
+    grids = sorted(buckets)
+    weights = np.array([len(buckets[g]) for g in grids], dtype=np.float64)
+    grid = grids[rng.choice(len(grids), p=weights / weights.sum())]
+    items = []
+    for j in rng.integers(len(buckets[grid]), size=batch_size):
+        px, objects, targets = buckets[grid][j]
+        prompt, answer = dq.question(rng, objects, dq.KINDS[rng.integers(len(dq.KINDS))])
+        items.append((px, prompt, answer, targets))
+    return grid, items
+
+
+def exact_answers(model, batch):
+    """Per sample: whether every answer token is the argmax (= greedy decoding's answer)."""
+    with torch.no_grad():
+        logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    pred, lab = logits[:, :-1].argmax(-1), batch["labels"][:, 1:]
+    return ((pred == lab) | (lab == -100)).all(dim=1)
+
+
+# -------------------------------------------------------------------------------- export
+
+
+def export_folder(model, processor, out):
+    os.makedirs(out, exist_ok=True)
+    img, _ = dq.make_scene(QUICK_SEED, 0)
+    px = processor.image_processor(images=[img], return_tensors="pt")
+    grid = px["image_grid_thw"]
+    feeds = xq.vision_feeds(model.config, grid, px["pixel_values"])
+    with torch.no_grad():
+        want = model.visual(px["pixel_values"], grid_thw=grid)
+        got = xq.Vision(model.visual, False)(*(torch.from_numpy(feeds[n]) for n in
+                                               ("pixel_values", "rotary_pos_ids", "attention_bias")))
+    err = float((got - want).abs().max())
+    print(f"vision wrapper vs reference tower: max abs error {err:.2e}")
+    if err > 1e-3:
+        sys.exit("the vision wrapper does not match the reference tower")
+    xq.register_symbolics()
+    xq.export_all(model, VARIANT, out, feeds)
+    xq.write_config(model.config, VISION, out)
+    transformers.GenerationConfig(bos_token_id=xq.ENDOFTEXT, pad_token_id=xq.ENDOFTEXT,
+                                  eos_token_id=[xq.IM_END, xq.ENDOFTEXT], do_sample=False,
+                                  max_new_tokens=24).save_pretrained(out)
+    processor.save_pretrained(out)
+    for name in os.listdir(out):
+        if name not in FOLDER_FILES and not name.endswith(".manifest.json") and name != "TRAINING.md":
+            os.remove(os.path.join(out, name))
+    total = 0
+    for name in sorted(os.listdir(out)):
+        size = os.path.getsize(os.path.join(out, name))
+        total += size
+        print(f"  {name:40s} {size:>10d}")
+    print(f"  {'total':40s} {total:>10d}")
+
+
+# ------------------------------------------------------------------------------ training
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", required=True, help="folder for the scene cache and checkpoints")
+    ap.add_argument("--out", default=OUT)
+    ap.add_argument("--scenes", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--save-every", type=int, default=50)
+    ap.add_argument("--eval-every", type=int, default=100)
+    ap.add_argument("--export-only", action="store_true", help="export the last checkpoint")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(a.work, exist_ok=True)
+    torch.manual_seed(0)
+    model = transformers.Qwen2VLForConditionalGeneration._from_config(make_config(), attn_implementation="eager")
+    image_embeds = []  # the tower's last output, for the auxiliary heads
+
+    def vision_forward(pixel_values, grid_thw):
+        image_embeds[:] = [batched_vision(model.visual, pixel_values, grid_thw)]
+        return image_embeds[0]
+
+    model.visual.forward = vision_forward
+    heads = torch.nn.ModuleList([torch.nn.Linear(TEXT["hidden_size"], len(scenes.COLOURS) + 1),
+                                 torch.nn.Linear(TEXT["hidden_size"], len(scenes.SHAPES) + 1)])
+    processor = xq.build_processor(VARIANT)
+    print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
+
+    opt = torch.optim.AdamW(list(model.parameters()) + list(heads.parameters()), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    ckpt_path = os.path.join(a.work, "checkpoint.pt")
+    step, rng = 0, np.random.default_rng(TRAIN_SEED)
+    if os.path.exists(ckpt_path):
+        ckpt = torch.load(ckpt_path)
+        model.load_state_dict(ckpt["model"])
+        heads.load_state_dict(ckpt["heads"])
+        opt.load_state_dict(ckpt["opt"])
+        step, rng.bit_generator.state = ckpt["step"], ckpt["rng"]
+        print(f"resumed at step {step}")
+    if a.export_only:
+        del model.visual.forward  # the reference tower again
+        export_folder(model.eval(), processor, a.out)
+        return
+
+    t0 = time.time()
+    buckets = scene_pool(TRAIN_SEED, a.scenes, processor, os.path.join(a.work, "scenes.pt"))
+    quick = scene_pool(QUICK_SEED, 96, processor, os.path.join(a.work, "quick.pt"))
+    prompts = Prompts(processor)
+    qrng = np.random.default_rng(QUICK_SEED)
+    quick_batches = []
+    for grid, pool in quick.items():
+        items = [(px, *dq.question(qrng, objects, dq.KINDS[i % 4]), targets)
+                 for i, (px, objects, targets) in enumerate(pool)]
+        quick_batches.append((grid, items))
+    print(f"scenes ready in {time.time() - t0:.0f} s: " + ", ".join(f"{g}: {len(p)}" for g, p in buckets.items()))
+
+    def lr_at(s):
+        warm = 60
+        return a.lr * (s / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, a.steps - warm))))
+
+    def quick_accuracy():
+        model.eval()
+        right = {k: [0, 0] for k in dq.KINDS}
+        for grid, items in quick_batches:
+            ok = exact_answers(model, make_batch(items, grid, prompts)[0])
+            for (_, prompt, _, _), good in zip(items, ok.tolist()):
+                kind = next(k for k, p in (("what", "What"), ("is_there", "Is there"),
+                                           ("how_many_objects", "How many objects"), ("how_many_shape", "How many"))
+                            if prompt.startswith(p))
+                right[kind][0] += good
+                right[kind][1] += 1
+        model.train()
+        total = sum(r[0] for r in right.values()) / sum(r[1] for r in right.values())
+        return total, " ".join(f"{k}={r[0] / max(1, r[1]):.2f}" for k, r in right.items())
+
+    model.train()
+    t0, losses = time.time(), []
+    while step < a.steps:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        grid, items = sample_batches(rng, buckets, a.batch)
+        batch, targets = make_batch(items, grid, prompts)
+        answer_loss = model(**batch).loss
+        aux_loss = sum(torch.nn.functional.cross_entropy(head(image_embeds[0]), t) for head, t in zip(heads, targets))
+        loss = answer_loss + AUX_WEIGHT * aux_loss
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        losses.append((float(answer_loss), float(aux_loss)))
+        if step % 10 == 0:
+            answer_mean, aux_mean = np.mean(losses[-10:], axis=0)
+            print(f"step {step}/{a.steps} answer loss {answer_mean:.4f} cell loss {aux_mean:.4f} lr {lr_at(step):.2e} "
+                  f"{(time.time() - t0) / 60:.1f} min", flush=True)
+        if step % a.eval_every == 0 or step == a.steps:
+            total, per_kind = quick_accuracy()
+            print(f"step {step}: quick exact answers {total:.3f} ({per_kind})", flush=True)
+        if step % a.save_every == 0 or step == a.steps:
+            torch.save({"model": model.state_dict(), "heads": heads.state_dict(), "opt": opt.state_dict(), "step": step,
+                        "rng": rng.bit_generator.state}, ckpt_path + ".tmp")
+            os.replace(ckpt_path + ".tmp", ckpt_path)
+    print(f"trained {step} steps in {(time.time() - t0) / 60:.1f} min")
+    del model.visual.forward
+    export_folder(model.eval(), processor, a.out)
+
+
+if __name__ == "__main__":
+    main()
