@@ -201,6 +201,35 @@ int64_t Chat::prompt_tokens(const std::vector<text::ChatMessage>& messages,
   return int64_t(prompt_ids(messages, image_tokens).size());
 }
 
+Tensor Chat::encode_images(const ImagePatches& patches, TurnStats& stats) {
+  if (patches.grids.empty()) return Tensor::zeros(DType::f32, {1, folder_.text.hidden});  // no row is read
+  VisionIndices vi = vision_indices(patches.grids, folder_.vision);
+  TensorMap in{{"pixel_values", patches.pixel_values},
+               {"rotary_pos_ids", vi.rotary_pos_ids},
+               {"attention_bias", vi.attention_bias}};
+  if (folder_.variant == Variant::qwen2_5_vl) {
+    in["window_index"] = vi.window_index;
+    in["reverse_window_index"] = vi.reverse_window_index;
+    in["window_attention_bias"] = vi.window_attention_bias;
+  }
+  Tensor embeds = run_counted("vision", *vision_, in, stats).at("image_embeds");
+  if (embeds.dim(0) != stats.image_tokens)
+    fail(folder_.vision_model(), " returned ", embeds.dim(0), " image embeddings for ", stats.image_tokens,
+         " image tokens");
+  return embeds;
+}
+
+TensorMap Chat::run_decoder(KvCache& cache, Tensor inputs_embeds, Tensor attention_mask, Tensor position_ids,
+                            bool prefill, TurnStats& stats) {
+  const TextConfig& t = folder_.text;
+  TensorMap out = run_counted("decoder", *decoder_,
+                              decoder_inputs(t, cache, std::move(inputs_embeds), std::move(attention_mask),
+                                             std::move(position_ids), prefill),
+                              stats);
+  for (int64_t l = 0; l < t.layers; l++) cache.append(l, out.at(present_key_name(l)), out.at(present_value_name(l)));
+  return out;
+}
+
 Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std::vector<vision::Image>& images,
                       const GenerateOptions& options, const std::function<void(std::string_view)>& on_text) {
   Clock::time_point start = Clock::now();
@@ -234,25 +263,8 @@ Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std:
          " tokens; shorten it, use fewer or smaller images, or raise --context");
 
   // The vision encoder, then its embeddings scattered into the prompt's on the text devices.
-  Tensor image_embeds;
   Clock::time_point vision_start = Clock::now();
-  if (!images.empty()) {
-    VisionIndices vi = vision_indices(patches.grids, folder_.vision);
-    TensorMap in{{"pixel_values", patches.pixel_values},
-                 {"rotary_pos_ids", vi.rotary_pos_ids},
-                 {"attention_bias", vi.attention_bias}};
-    if (folder_.variant == Variant::qwen2_5_vl) {
-      in["window_index"] = vi.window_index;
-      in["reverse_window_index"] = vi.reverse_window_index;
-      in["window_attention_bias"] = vi.window_attention_bias;
-    }
-    image_embeds = run_counted("vision", *vision_, in, stats).at("image_embeds");
-    if (image_embeds.dim(0) != stats.image_tokens)
-      fail(folder_.vision_model(), " returned ", image_embeds.dim(0), " image embeddings for ", stats.image_tokens,
-           " image tokens");
-  } else {
-    image_embeds = Tensor::zeros(DType::f32, {1, t.hidden});  // the embedding model reads no row of it
-  }
+  Tensor image_embeds = encode_images(patches, stats);
   stats.vision_ms = ms_since(vision_start);
 
   // Prefill.
@@ -265,8 +277,7 @@ Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std:
   RopeIndex rope = rope_index(input_ids, Tensor(), patches.grids, rc);
   Tensor embeds = run_counted("embedding", *embedding_, {{"input_ids", input_ids}, {"image_embeds", image_embeds}}, stats).at("inputs_embeds");
   std::vector<int64_t> ones(ids.size(), 1);
-  TensorMap out = run_counted("decoder", *decoder_, decoder_inputs(t, cache, embeds, ids_tensor(ones), rope.position_ids, true), stats);
-  for (int64_t l = 0; l < t.layers; l++) cache.append(l, out.at(present_key_name(l)), out.at(present_value_name(l)));
+  TensorMap out = run_decoder(cache, embeds, ids_tensor(ones), rope.position_ids, true, stats);
   cache.advance_prefill({ones});
   stats.prefill_ms = ms_since(prefill_start);
 
@@ -298,8 +309,7 @@ Answer Chat::generate(const std::vector<text::ChatMessage>& messages, const std:
     Tensor step = run_counted("embedding", *embedding_, {{"input_ids", ids_tensor({next})}, {"image_embeds", no_image}}, stats)
                       .at("inputs_embeds");
     Tensor positions = decode_position_ids(rope.deltas, cache.length());
-    out = run_counted("decoder", *decoder_, decoder_inputs(t, cache, step, cache.decode_mask(), positions, false), stats);
-    for (int64_t l = 0; l < t.layers; l++) cache.append(l, out.at(present_key_name(l)), out.at(present_value_name(l)));
+    out = run_decoder(cache, step, cache.decode_mask(), positions, false, stats);
     cache.advance_decode();
   }
   std::string rest = stream.finish();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exec/session.h"
+#include "pipelines/vlm/image_patches.h"
 #include "pipelines/vlm/kv_cache.h"
 #include "pipelines/vlm/model_folder.h"
 #include "text/byte_level_bpe.h"
@@ -107,6 +108,11 @@ class Chat {
   std::map<std::string, std::pair<DType, Shape>> decode_signature(int64_t batch, int64_t past) const;
 
  private:
+  // The vision encoder's embeddings of the patches (one zero row when there are none).
+  Tensor encode_images(const ImagePatches& patches, TurnStats& stats);
+  // One decoder step (a prefill or a decode step), its new positions appended to the cache.
+  TensorMap run_decoder(KvCache& cache, Tensor inputs_embeds, Tensor attention_mask, Tensor position_ids,
+                        bool prefill, TurnStats& stats);
   // The text devices' plan options with the cache of `batch` x `context` tokens as resident inputs.
   PlanOptions decoder_plan_options(int64_t batch, int64_t context) const;
   // The prompt's ids, each image's <|image_pad|> expanded to its count of image tokens.
