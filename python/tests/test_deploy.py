@@ -52,6 +52,7 @@ def test_the_predictor_runs_vlrt_serve_on_the_mounted_model(inference_service, v
     assert container.name == "kserve-container"  # where KServe mounts /mnt/models
     assert option_value(container.args, "--model") == "/mnt/models/model.onnx"
     assert option_value(container.args, "--host") == "0.0.0.0"
+    assert "--insecure" in container.args  # a non-loopback host without VLRT_API_KEY
     [port] = container.ports
     assert port.container_port == 8080 and option_value(container.args, "--port") == "8080"
     assert option_value(container.args, "--threads") == container.resources.limits["cpu"]
@@ -73,7 +74,7 @@ def test_probes_ask_vlrt_health_routes(inference_service):
 
 def test_the_image_serves_what_the_manifest_expects(dockerfile):
     assert 'ENTRYPOINT ["vlrt", "serve"]' in dockerfile and "EXPOSE 8080" in dockerfile
-    assert re.search(r'CMD \["--model", "/mnt/models/model.onnx", "--host", "0.0.0.0", "--port", "8080"\]', dockerfile)
+    assert re.search(r'CMD \["--model", "/mnt/models/model.onnx", "--host", "0.0.0.0", "--port", "8080", "--insecure"\]', dockerfile)
     stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
     assert stages == ["debian:12", "debian:12-slim"]
     assert "make deps" in dockerfile and "make program" in dockerfile  # what CI builds with

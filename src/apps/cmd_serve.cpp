@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 
 #include "apps/pipeline_options.h"
 #include "pipelines/vlm/chat.h"
+#include "serve/loadtest.h"
 #include "serve/server.h"
 
 namespace vlrt {
@@ -29,6 +31,7 @@ struct ServeArgs {
   std::string model_dir;  // positional: a model file or a VLM folder (as --model)
   int64_t context = 0;    // VLM folders: the KV cache's tokens
   std::string vision_devices, text_devices;  // VLM folders: "" is --devices
+  std::string api_key, api_key_file;         // resolved into o.api_key with VLRT_API_KEY
 };
 
 // A folder whose config.json names a model_type `vlrt chat` runs (qwen2_vl, qwen2_5_vl).
@@ -80,6 +83,14 @@ void serve_main(ServeArgs& a) {
   // requests. Buffers from 256 KiB up are mmapped and returned on free instead.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
 
+  // The key and the exposure are checked before the model loads, so a refusal is quick.
+  std::string warnings;
+  a.o.api_key = serve::resolve_api_key(a.api_key, a.api_key_file, std::getenv("VLRT_API_KEY"), &warnings);
+  serve::check_security_options(a.o);
+  if (a.o.insecure && a.o.api_key.empty() && !serve::is_loopback_host(a.o.host))
+    warnings += cat("warning: --insecure: anyone who can reach ", a.o.host, " may use this server without a key\n");
+  std::fputs(warnings.c_str(), stderr);
+
   a.o.max_body_bytes = parse_bytes(a.max_body);
   a.o.labelling.enabled = !a.no_labelling;
   if (!a.model_dir.empty()) {
@@ -104,8 +115,9 @@ void serve_main(ServeArgs& a) {
   }
   serve::Server& server = *served;
   int port = server.bind();
-  std::printf("vlrt serve: model '%s' (%s, loaded in %.2f s) on http://%s:%d\n", server.model_name().c_str(),
-              path.c_str(), load_s, a.o.host.c_str(), port);
+  std::printf("vlrt serve: model '%s' (%s, loaded in %.2f s) on %s://%s:%d%s\n", server.model_name().c_str(),
+              path.c_str(), load_s, server.scheme(), a.o.host.c_str(), port,
+              a.o.api_key.empty() ? "" : " (API key required but on /v2/health/{live,ready}, /health)");
   if (chat)
     std::printf(
         "  OpenAI chat API: POST /v1/chat/completions (one generation at a time, requests in arrival order), "
@@ -183,6 +195,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", a.o.port, "port (0: any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
+  auto* key = cmd->add_option("--api-key", a.api_key,
+                              "require this key on every route but health (GET /v2/health/{live,ready}, /health), "
+                              "as 'Authorization: Bearer KEY' or 'Token: KEY'; other users may see it in the process "
+                              "list: prefer --api-key-file or VLRT_API_KEY (used when neither option is given)");
+  cmd->add_option("--api-key-file", a.api_key_file, "read the API key from the first line of this file")
+      ->excludes(key);
+  cmd->add_flag("--insecure", a.o.insecure, "allow a --host other than loopback without an API key");
+  cmd->add_option("--tls-cert", a.o.tls_cert, "serve HTTPS with this PEM certificate (chain) and --tls-key");
+  cmd->add_option("--tls-key", a.o.tls_key, "the PEM private key of --tls-cert");
   cmd->add_option("--model-name", a.o.model_name, "name in the /v2 URLs (default: the model file's name)");
   cmd->add_option(
       "--model-repository", a.o.model_repository,

@@ -3,6 +3,12 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+// Debian's cpp-httplib is a compiled library built with OpenSSL; its pkg-config flags define
+// this for every target that links PkgConfig::HTTPLIB, and every one must see the same classes.
+#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
+#error "CPPHTTPLIB_OPENSSL_SUPPORT must be defined wherever httplib.h is included: link PkgConfig::HTTPLIB"
+#endif
+
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -24,11 +30,20 @@ using nlohmann::json;
 namespace {
 
 // httplib listens with a backlog of 5; 32 clients connecting at once would see dropped SYNs
-// and one-second retransmits. listen() on a listening socket only resizes its backlog.
-class HttpServer : public httplib::Server {
- public:
-  void widen_backlog(int n) { ::listen(svr_sock_, n); }
+// and one-second retransmits. listen() on a listening socket only resizes its backlog. (The
+// listening socket is a protected member of httplib::Server, reached for HTTP and HTTPS alike.)
+struct ListeningSocket : httplib::Server {
+  static void widen_backlog(httplib::Server& server, int n) { ::listen(server.*(&ListeningSocket::svr_sock_), n); }
 };
+
+std::unique_ptr<httplib::Server> make_http_server(const ServeOptions& o) {
+  if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
+  auto https = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+  if (!https->is_valid())
+    fail("--tls-cert ", o.tls_cert, " / --tls-key ", o.tls_key,
+         ": OpenSSL cannot use them; give a PEM certificate and the PEM private key that matches it");
+  return https;
+}
 
 // Set by a route handler on its connection's thread, so the logger does not count it again.
 thread_local bool t_counted = false;
@@ -65,6 +80,13 @@ void reply_json(httplib::Response& res, int status, const json& body) {
 
 void reply_error(httplib::Response& res, int status, const std::string& msg) {
   reply_json(res, status, {{"error", msg}});
+  if (status == 503) res.set_header("Retry-After", "1");
+}
+
+// OpenAI's error shape, {"error": {"message", "type", "code"}}, which its clients show.
+void reply_openai_error(httplib::Response& res, int status, const std::string& msg) {
+  const char* type = status == 401 ? "authentication_error" : status < 500 ? "invalid_request_error" : "server_error";
+  reply_json(res, status, {{"error", {{"message", msg}, {"type", type}, {"code", status}}}});
   if (status == 503) res.set_header("Retry-After", "1");
 }
 
@@ -157,6 +179,7 @@ Server::Server(std::unique_ptr<vlm::Chat> chat, const std::string& folder, Serve
 }
 
 void Server::setup(const std::string& model_path, double load_seconds) {
+  check_security_options(options_);
   metrics_.counter("vlrt_requests_total", "HTTP requests by endpoint and status code.");
   metrics_.histogram("vlrt_request_duration_seconds",
                      "Time from reading a request to its response, by endpoint.", kSecondsBuckets);
@@ -202,7 +225,8 @@ void Server::setup(const std::string& model_path, double load_seconds) {
       [this](const std::vector<std::shared_ptr<Job>>& b) { run_batch(b); },
       [this](size_t depth) { metrics_.set("vlrt_queue_depth", {}, double(depth)); });
 
-  auto http = std::make_unique<HttpServer>();
+  if (!options_.api_key.empty()) api_key_ = std::make_unique<ApiKey>(options_.api_key);
+  auto http = make_http_server(options_);
   // A waiting request holds its connection's thread: more threads than queue places, so
   // the queue fills (and answers 503) before connections wait unanswered for a thread.
   int threads = options_.http_threads > 0 ? options_.http_threads : int(options_.max_queue) + 64;
@@ -213,6 +237,11 @@ void Server::setup(const std::string& model_path, double load_seconds) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
+  if (api_key_)
+    http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return refuse_unauthorized(req, res) ? httplib::Server::HandlerResponse::Handled
+                                           : httplib::Server::HandlerResponse::Unhandled;
+    });
   http->set_payload_max_length(options_.max_body_bytes);
   http->set_keep_alive_max_count(1000);
   http->set_keep_alive_timeout(2);  // an idle connection holds back shutdown this long
@@ -289,23 +318,16 @@ void Server::add_routes() {
 // The chat model's requests are not batched: they wait for the one generation at a time in
 // ChatService, on their HTTP threads.
 void Server::add_chat_routes() {
-  // Errors in OpenAI's shape, {"error": {"message", "type", "code"}}, which its clients show.
-  auto openai_error = [](httplib::Response& res, int status, const std::string& msg) {
-    reply_json(res, status,
-               {{"error", {{"message", msg}, {"type", status < 500 ? "invalid_request_error" : "server_error"},
-                           {"code", status}}}});
-    if (status == 503) res.set_header("Retry-After", "1");
-  };
-  route("POST", endpoint_, endpoint_, [this, openai_error](auto& req, auto& res) {
+  route("POST", endpoint_, endpoint_, [this](auto& req, auto& res) {
     try {
       if (draining_) refuse(503, "the server is shutting down");
       chat_->completions(req, res);
     } catch (const RequestError& e) {
       if (e.status() >= 500) accepted_++, failed_++;  // a 4xx never reached the model
-      return openai_error(res, e.status(), e.what());
+      return reply_openai_error(res, e.status(), e.what());
     } catch (const std::exception& e) {
       accepted_++, failed_++;
-      return openai_error(res, 500, cat("internal error: ", e.what()));
+      return reply_openai_error(res, 500, cat("internal error: ", e.what()));
     }
     accepted_++;
     completed_++;
@@ -498,6 +520,25 @@ json Server::repository_index() const {
 
 Server::~Server() { shutdown(); }
 
+bool Server::refuse_unauthorized(const httplib::Request& req, httplib::Response& res) {
+  if (is_health_route(req.method, req.path) ||
+      api_key_->accepts(req.get_header_value("Authorization"), req.get_header_value("Token")))
+    return false;
+  bool has_key = req.has_header("Authorization") || req.has_header("Token");
+  std::string msg = has_key ? "the API key does not match this server's" : "this server asks for an API key";
+  msg += ": send it as 'Authorization: Bearer KEY' or 'Token: KEY'";
+  if (chat_ && req.path.rfind("/v1/", 0) == 0)
+    reply_openai_error(res, 401, msg);
+  else
+    reply_error(res, 401, msg);
+  res.set_header("WWW-Authenticate", "Bearer");
+  res.set_header("Connection", "close");  // its body, if any, was not read
+  // Counted now, like the routes' answers, rather than when httplib logs the response.
+  metrics_.add("vlrt_requests_total", {{"endpoint", endpoint_of(req.path, endpoint_)}, {"status", "401"}});
+  t_counted = true;
+  return true;
+}
+
 void Server::route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn) {
   // Every handler answers JSON whatever goes wrong; vlrt::Errors that reach here were not
   // classified as the client's fault, so they are 500s.
@@ -539,7 +580,7 @@ int Server::bind() {
   } else if (!http_->bind_to_port(options_.host, port)) {
     fail("cannot listen on ", options_.host, ":", port, " (in use, or not an address of this machine?)");
   }
-  static_cast<HttpServer&>(*http_).widen_backlog(1024);
+  ListeningSocket::widen_backlog(*http_, 1024);
   return port;
 }
 

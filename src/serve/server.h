@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "pipelines/pipeline.h"
+#include "serve/auth.h"
 #include "serve/batcher.h"
 #include "serve/labelling.h"
 #include "serve/metrics.h"
@@ -48,6 +49,9 @@ struct ServeOptions {
   std::string model_repository;  // "": none; else a Triton-layout folder whose models are all loaded at start
   SessionOptions repository_session;  // the sessions of the repository's models
   LabellingOptions labelling;         // Label Studio's and X-AnyLabeling's routes
+  std::string api_key;                // "": open; else every route but health (serve/auth.h) asks for it
+  bool insecure = false;              // allows a non-loopback host without an API key
+  std::string tls_cert, tls_key;      // PEM files: HTTPS instead of HTTP (both or neither)
 };
 
 // Counts for the exit line and the shutdown test.
@@ -70,6 +74,8 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // "https" with --tls-cert / --tls-key, else "http".
+  const char* scheme() const { return options_.tls_cert.empty() ? "http" : "https"; }
   // Binds the port (fails naming host and port) and returns it.
   int bind();
   // Serves until shutdown() (blocks). bind() first.
@@ -101,6 +107,8 @@ class Server {
   void add_health_routes();  // health, /v2 and /metrics
   void add_triton_routes();
   void add_labelling_routes();
+  // With an API key: answers 401 to a request that is not health and lacks the key.
+  bool refuse_unauthorized(const httplib::Request& req, httplib::Response& res);
   void route(const char* method, const std::string& pattern, const std::string& endpoint, Handler fn);
   void handle_pipeline(const httplib::Request& req, httplib::Response& res);
   void handle_infer(const httplib::Request& req, httplib::Response& res);
@@ -153,6 +161,7 @@ class Server {
   ServeOptions options_;
   std::string model_name_;
   std::shared_ptr<ServedModel> pipeline_model_;
+  std::unique_ptr<ApiKey> api_key_;  // null: no key asked for
   LabellingModel labelling_model_;
   std::unique_ptr<LabelStudioBackend> label_studio_;
   std::unique_ptr<ModelRepository> repository_;
