@@ -230,8 +230,18 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(size_t(1), size_t(1) << 20))
       ->capture_default_str();
   cmd->add_option("--http-threads", a.o.http_threads,
-                  "threads reading requests, each holds one connection (default: --max-queue + 64)")
-      ->check(CLI::Range(4, 4096));
+                  "threads kept for connections, each serves one at a time; more start as connections open "
+                  "(default: --max-queue + 64)");
+  cmd->add_option("--read-timeout-s", a.o.read_timeout_s,
+                  "a request's headers must arrive within this, and its body not pause longer; else 408 and "
+                  "the connection is closed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--max-connections", a.o.max_connections,
+                  "connections open at once; more are answered 503 and closed (the open-files limit is raised "
+                  "to its hard limit)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   cmd->add_flag("--no-labelling", a.no_labelling,
                 "leave out the labelling tools' routes (Label Studio, X-AnyLabeling)");
   cmd->add_option(

@@ -19,7 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "serve/connections.h"
 #include "serve/label_studio.h"
+#include "serve/openapi_json.h"
 #include "serve/request.h"
 #include "serve/xanylabeling.h"
 
@@ -29,19 +31,22 @@ using nlohmann::json;
 
 namespace {
 
-// httplib listens with a backlog of 5; 32 clients connecting at once would see dropped SYNs
-// and one-second retransmits. listen() on a listening socket only resizes its backlog. (The
-// listening socket is a protected member of httplib::Server, reached for HTTP and HTTPS alike.)
+// HTTPS: httplib's SSLServer with a thread pool; the slow-client guard (connections.h) covers
+// plain HTTP only. httplib listens with a backlog of 5: listen() on a listening socket only
+// resizes it (the socket is a protected member of httplib::Server).
 struct ListeningSocket : httplib::Server {
   static void widen_backlog(httplib::Server& server, int n) { ::listen(server.*(&ListeningSocket::svr_sock_), n); }
 };
 
-std::unique_ptr<httplib::Server> make_http_server(const ServeOptions& o) {
-  if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
+std::unique_ptr<httplib::Server> make_https_server(const ServeOptions& o, size_t threads) {
   auto https = std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
   if (!https->is_valid())
     fail("--tls-cert ", o.tls_cert, " / --tls-key ", o.tls_key,
          ": OpenSSL cannot use them; give a PEM certificate and the PEM private key that matches it");
+  https->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  https->set_keep_alive_max_count(1000);
+  https->set_keep_alive_timeout(2);
+  https->set_read_timeout(std::chrono::milliseconds(int64_t(o.read_timeout_s * 1000)));
   return https;
 }
 
@@ -56,7 +61,7 @@ std::string endpoint_of(const std::string& path, const std::string& pipeline_end
   static const std::vector<std::string> exact = {
       "/v2/health/live",      "/v2/health/ready", "/v2", "/metrics", "/v2/models/stats",
       "/v2/repository/index", "/health",          "/",   "/setup",   "/predict",
-      "/v1/models",           "/v1/predict"};
+      "/v1/models",           "/v1/predict",      "/openapi.json"};
   for (auto& e : exact)
     if (path == e) return e;
   if (path == pipeline_endpoint) return path;
@@ -226,11 +231,15 @@ void Server::setup(const std::string& model_path, double load_seconds) {
       [this](size_t depth) { metrics_.set("vlrt_queue_depth", {}, double(depth)); });
 
   if (!options_.api_key.empty()) api_key_ = std::make_unique<ApiKey>(options_.api_key);
-  auto http = make_http_server(options_);
-  // A waiting request holds its connection's thread: more threads than queue places, so
-  // the queue fills (and answers 503) before connections wait unanswered for a thread.
-  int threads = options_.http_threads > 0 ? options_.http_threads : int(options_.max_queue) + 64;
-  http->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  // A waiting request holds its connection's thread: as many threads are kept as queue places
+  // and more, and each further connection starts one (see connections.h).
+  ConnectionLimits limits;
+  limits.threads_kept = options_.http_threads > 0 ? size_t(options_.http_threads) : options_.max_queue + 64;
+  limits.read_timeout = std::chrono::milliseconds(int64_t(options_.read_timeout_s * 1000));
+  limits.max_connections = options_.max_connections;
+  std::unique_ptr<httplib::Server> http = options_.tls_cert.empty()
+                                              ? std::make_unique<GuardedHttpServer>(limits)
+                                              : make_https_server(options_, limits.threads_kept);
   // httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
   // silently; a port in use must be an error.
   http->set_socket_options([](socket_t sock) {
@@ -243,9 +252,6 @@ void Server::setup(const std::string& model_path, double load_seconds) {
                                            : httplib::Server::HandlerResponse::Unhandled;
     });
   http->set_payload_max_length(options_.max_body_bytes);
-  http->set_keep_alive_max_count(1000);
-  http->set_keep_alive_timeout(2);  // an idle connection holds back shutdown this long
-  http->set_read_timeout(10);
   // Requests no handler saw (404, 413, unparsable): counted when httplib logs them.
   http->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     if (!t_counted)
@@ -270,6 +276,9 @@ void Server::setup(const std::string& model_path, double load_seconds) {
                         : "");
         else if (res.status == 413)
           msg = cat("request body larger than the limit of ", options_.max_body_bytes, " bytes");
+        else if (res.status == 400 && request_timed_out())
+          res.status = 408, msg = cat("the request did not arrive within the read timeout of ", options_.read_timeout_s,
+                                      " s (headers in all, body per pause)");
         else if (res.status == 400)
           msg = "malformed HTTP request (request line, headers or multipart body)";
         else
@@ -349,6 +358,10 @@ void Server::add_health_routes() {
     reply_json(res, 200, {{"name", "vlrt"}, {"version", "0.1.0"}, {"extensions", extensions}});
   });
   route("GET", "/metrics", "/metrics", [this](auto&, auto& res) { handle_metrics(res); });
+  route("GET", "/openapi.json", "/openapi.json", [](auto&, auto& res) {
+    res.status = 200;
+    res.set_content(kOpenApiJson, "application/json");
+  });
 }
 
 void Server::add_labelling_routes() {
@@ -562,6 +575,18 @@ void Server::route(const char* method, const std::string& pattern, const std::st
                      std::chrono::duration<double>(Clock::now() - t0).count());
     t_counted = true;
   };
+  std::string path = pattern, lower = std::strcmp(method, "GET") == 0 ? "get" : "post";
+  const std::string version = "(?:/versions/([^/]+))?", name = "([^/]+)";
+  size_t v = path.find(version);
+  if (v != std::string::npos) {
+    path.erase(v, version.size());
+    std::string versioned = path;
+    versioned.insert(v, "/versions/{version}");
+    versioned.replace(versioned.find(name), name.size(), "{name}");
+    routes_.emplace_back(versioned, lower);
+  }
+  if (size_t n = path.find(name); n != std::string::npos) path.replace(n, name.size(), "{name}");
+  routes_.emplace_back(path, lower);
   if (std::strcmp(method, "GET") == 0)
     http_->Get(pattern, wrapped);
   else
@@ -571,6 +596,9 @@ void Server::route(const char* method, const std::string& pattern, const std::st
 int Server::bind() {
   // A client that closes its socket early must not kill the server with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
+  // Each connection holds a descriptor: the default 1024 would refuse connections (and fail
+  // file opens) long before --max-connections.
+  raise_open_files_limit();
   if (options_.warm_up) warm_up();
   ready_ = true;
   int port = options_.port;
@@ -580,7 +608,10 @@ int Server::bind() {
   } else if (!http_->bind_to_port(options_.host, port)) {
     fail("cannot listen on ", options_.host, ":", port, " (in use, or not an address of this machine?)");
   }
-  ListeningSocket::widen_backlog(*http_, 1024);
+  if (auto* guarded = dynamic_cast<GuardedHttpServer*>(http_.get()))
+    guarded->widen_backlog(4096);
+  else
+    ListeningSocket::widen_backlog(*http_, 1024);
   return port;
 }
 

@@ -44,7 +44,9 @@ struct ServeOptions {
   size_t max_body_bytes = 32 << 20;
   size_t max_prompt_bytes = 2048;
   int64_t max_image_pixels = 64'000'000;
-  int http_threads = 0;          // 0: max_queue + 64
+  int http_threads = 0;          // threads kept for connections; 0: max_queue + 64 (more start as connections open)
+  double read_timeout_s = 10;    // a request's headers must arrive within it, and its body not pause longer
+  size_t max_connections = 4096; // open at once; more are answered 503 and closed
   bool warm_up = true;           // one run at start, so the plan and the gauges exist before traffic
   std::string model_repository;  // "": none; else a Triton-layout folder whose models are all loaded at start
   SessionOptions repository_session;  // the sessions of the repository's models
@@ -93,6 +95,9 @@ class Server {
   std::vector<std::pair<std::string, std::string>> repository_models() const;
   Metrics& metrics() { return metrics_; }
   ServeStats stats() const;
+  // Every route as an OpenAPI path and method ("/v2/models/{name}/infer", "post"), the
+  // /v2/models/{name} ones also under /versions/{version}.
+  std::vector<std::pair<std::string, std::string>> routes() const { return routes_; }
 
  private:
   struct ModelJob;
@@ -171,6 +176,7 @@ class Server {
   std::mutex load_mu_;                                          // one load or unload at a time
   Metrics metrics_;
   std::unique_ptr<httplib::Server> http_;
+  std::vector<std::pair<std::string, std::string>> routes_;
   std::unique_ptr<Batcher> batcher_;
   std::map<std::string, int64_t> batch_limits_;  // worker thread only: signature -> plan's max batch
   std::atomic<bool> ready_{false}, draining_{false};
