@@ -147,6 +147,10 @@ def main():
     # Long enough that X's and H's dynamic uint8 quantization moves the result well past float error.
     case("dqlstm_long_reverse_uint8", "DynamicQuantizeLSTM", 12, 3, 5, 6, domain="com.microsoft",
          direction="reverse", lens=[12, 7, 9], init_h=True, per_channel=False, signed=False)
+    # The form quantized CRNN text recognizers ship: bidirectional, int8 weights per tensor, both
+    # initial states; one batch item ends early, so its zeroed state rows join H's quantization.
+    case("dqlstm_bidirectional_int8_states", "DynamicQuantizeLSTM", 16, 2, 8, 8, domain="com.microsoft",
+         direction="bidirectional", lens=[16, 11], init_h=True, init_c=True, per_channel=False, signed=True)
 
 
 if __name__ == "__main__":

@@ -215,6 +215,7 @@ INSTANTIATE_TEST_SUITE_P(Recurrent, RecurrentFixture,
                                            "gru_reverse_layout1_clip", "gru_activations",
                                            "rnn_bidirectional_lens", "rnn_layout1_activations",
                                            "rnn_relu_clip", "dqlstm_per_tensor_uint8",
-                                           "dqlstm_bidirectional_per_channel_int8", "dqlstm_long_reverse_uint8"));
+                                           "dqlstm_bidirectional_per_channel_int8", "dqlstm_long_reverse_uint8",
+                                           "dqlstm_bidirectional_int8_states"));
 
 }  // namespace vlrt
