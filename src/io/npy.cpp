@@ -41,16 +41,29 @@ std::string header_field(const std::string& h, const std::string& key, const std
   size_t k = h.find("'" + key + "'");
   if (k == std::string::npos) fail(path, ": .npy header has no '", key, "'");
   size_t colon = h.find(':', k);
-  size_t start = h.find_first_not_of(' ', colon + 1);
-  if (h[start] == '\'') return h.substr(start + 1, h.find('\'', start + 1) - start - 1);
-  if (h[start] == '(') return h.substr(start + 1, h.find(')', start) - start - 1);
-  return h.substr(start, h.find_first_of(",}", start) - start);
+  size_t start = colon == std::string::npos ? colon : h.find_first_not_of(' ', colon + 1);
+  if (start == std::string::npos) fail(path, ": .npy header has no value for '", key, "'");
+  char open = h[start];
+  size_t end = open == '\'' ? h.find('\'', start + 1) : open == '(' ? h.find(')', start) : h.find_first_of(",}", start);
+  if (end == std::string::npos) fail(path, ": .npy header's '", key, "' has no end");
+  if (open == '\'' || open == '(') start++;
+  return h.substr(start, end - start);
+}
+
+// One dimension of the header's shape tuple: digits only, and small enough to be a size.
+int64_t parse_dim(const std::string& tok, const std::string& path) {
+  size_t b = tok.find_first_not_of(' '), e = tok.find_last_not_of(' ');
+  std::string digits = tok.substr(b, e - b + 1);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+    fail(path, ": .npy shape has a dimension '", digits, "' that is not a size");
+  return std::stoll(digits);
 }
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
-  std::string data = read_file(path);
+Tensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
+
+Tensor parse_npy(std::string_view data, const std::string& path) {
   if (data.size() < 10 || data.compare(0, 6, "\x93NUMPY") != 0) fail(path, ": not a NumPy .npy file");
   int major = uint8_t(data[6]);
   size_t header_len, header_start;
@@ -64,7 +77,7 @@ Tensor read_npy(const std::string& path) {
     header_start = 12;
   }
   VLRT_CHECK(header_start + header_len <= data.size(), path, ": truncated .npy header");
-  std::string h = data.substr(header_start, header_len);
+  std::string h(data.substr(header_start, header_len));
   std::string descr = header_field(h, "descr", path);
   DType dt = dtype_from_descr(descr);
   if (dt == DType::undefined) fail(path, ": unsupported .npy dtype '", descr, "'");
@@ -76,15 +89,21 @@ Tensor read_npy(const std::string& path) {
   while (pos < dims.size()) {
     size_t next = dims.find(',', pos);
     std::string tok = dims.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-    if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(std::stoll(tok));
+    if (tok.find_first_not_of(' ') != std::string::npos) shape.push_back(parse_dim(tok, path));
     if (next == std::string::npos) break;
     pos = next + 1;
   }
+  // The data's size is checked before the tensor is allocated, so a header that declares a
+  // huge shape is refused, not allocated.
+  size_t offset = header_start + header_len, available = data.size() - offset, expected = dtype_size(dt);
+  for (int64_t d : shape) {
+    if (d != 0 && expected > available / size_t(d)) expected = available + 1;  // more than there is
+    else expected *= size_t(d);
+  }
+  if (expected != available)
+    fail(path, ": the header declares ", dtype_name(dt), " of shape ", shape_str(shape), " but ", available,
+         " bytes of data follow it (the file is truncated or corrupted)");
   Tensor t(dt, shape);
-  size_t offset = header_start + header_len;
-  if (data.size() - offset != t.nbytes())
-    fail(path, ": expected ", t.nbytes(), " bytes of data for ", t.describe(), " but found ", data.size() - offset,
-         " (the file is truncated or corrupted)");
   if (t.nbytes()) std::memcpy(t.raw(), data.data() + offset, t.nbytes());
   return t;
 }

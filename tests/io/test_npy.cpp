@@ -47,4 +47,44 @@ TEST(Npy, TruncatedFileIsAnError) {
   EXPECT_THROW(read_npy(dir + "/text.npy"), Error);
 }
 
+// A .npy header as NumPy writes it (version 1), then `data`.
+std::string npy_bytes(const std::string& header, const std::string& data = "") {
+  std::string h = header + "\n";
+  return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 0xff) + char(h.size() >> 8) + h + data;
+}
+
+std::string npy_error(const std::string& bytes) {
+  try {
+    parse_npy(bytes, "x.npy");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Npy, HugeDeclaredShapeIsRefusedBeforeAllocating) {
+  std::string msg = npy_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000, 4000000000), }"));
+  EXPECT_NE(msg.find("x.npy: the header declares float32 of shape [4000000000,4000000000] but 0 bytes"),
+            std::string::npos) << msg;
+}
+
+TEST(Npy, ShapeThatIsNotSizesIsAnError) {
+  for (const char* shape : {"(-3,)", "(2, x)", "(99999999999999999999,)", "(1e3,)"}) {
+    std::string msg = npy_error(npy_bytes(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + "}"));
+    EXPECT_NE(msg.find("is not a size"), std::string::npos) << shape << ": " << msg;
+  }
+}
+
+TEST(Npy, HeaderFieldWithoutValueOrEndIsAnError) {
+  EXPECT_NE(npy_error(npy_bytes("{'descr'")).find("no value for 'descr'"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes("{'descr': '<f4")).find("'descr' has no end"), std::string::npos);
+  EXPECT_NE(npy_error(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,")).find("'shape' has no end"),
+            std::string::npos);
+}
+
+TEST(Npy, ParsesBytesWithZeroSizedDimension) {
+  Tensor t = parse_npy(npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 5), }"), "x.npy");
+  EXPECT_EQ(t.describe(), "int64[0,5]");
+}
+
 }  // namespace vlrt
