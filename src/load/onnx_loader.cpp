@@ -22,7 +22,12 @@ struct Source {
   std::string base_dir;
   const MappedFile* file = nullptr;
   std::string path;
+  int graph_depth = 0;  // subgraphs (If, Loop, Scan bodies) the graph being parsed lies in
 };
+
+// Subgraphs nest at most this deep (real models nest a few levels; a file nesting thousands
+// would overflow the stack of this recursive reader).
+constexpr int kMaxGraphDepth = 64;
 
 // Weights from this size up can be evicted and read again from their file (Buffer::evict).
 constexpr size_t kRefillableBytes = 64 * 1024;
@@ -49,6 +54,28 @@ std::pair<std::string, std::string> parse_string_entry(ProtoReader r) {
     else r.skip(type);
   });
   return kv;
+}
+
+// An external-data offset or length: decimal digits (a file's key-value entry can hold any string).
+int64_t parse_external_number(const std::string& value, const std::string& key) {
+  VLRT_CHECK(!value.empty() && value.size() <= 18 && value.find_first_not_of("0123456789") == std::string::npos,
+             "external data ", key, " '", value, "' is not a size");
+  return std::stoll(value);
+}
+
+// The bytes a tensor of `dims` holds, checked before anything is allocated: a file can declare
+// any shape, and one whose size overflows (even beside a zero dimension) is refused.
+size_t declared_nbytes(DType dt, const Shape& dims, const std::string& label) {
+  size_t bytes = dtype_size(dt);
+  bool empty = false;
+  for (int64_t d : dims) {
+    VLRT_CHECK(d >= 0, label, ": negative dimension in ", shape_str(dims));
+    if (d == 0) empty = true;
+    else if (bytes > size_t(std::numeric_limits<int64_t>::max()) / size_t(d))
+      fail(label, ": shape ", shape_str(dims), " is too large");
+    else bytes *= size_t(d);
+  }
+  return empty ? 0 : bytes;
 }
 
 // Fills a tensor from ONNX's typed repeated fields (used when raw_data is absent).
@@ -88,8 +115,8 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
       case 13: {
         auto [key, value] = parse_string_entry(r.read_message());
         if (key == "location") ext.location = value;
-        else if (key == "offset") ext.offset = std::stoll(value);
-        else if (key == "length") ext.length = std::stoll(value);
+        else if (key == "offset") ext.offset = parse_external_number(value, key);
+        else if (key == "length") ext.length = parse_external_number(value, key);
         break;
       }
       case 14: external = r.read_varint() == 1; break;
@@ -101,9 +128,8 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
   DType dt = dtype_from_onnx(data_type);
   if (dt == DType::string || has_strings) unsupported(label, ": string tensors are not supported");
   if (!dtype_supported(dt)) unsupported(label, ": data type ", data_type, " is not supported");
-  for (int64_t d : dims) VLRT_CHECK(d >= 0, label, ": negative dimension in ", shape_str(dims));
-  Tensor t(dt, dims);
-  size_t nbytes = t.nbytes();
+  size_t nbytes = declared_nbytes(dt, dims, label);
+  size_t numel = nbytes / dtype_size(dt);
 
   if (external) {
     VLRT_CHECK(!ext.location.empty(), label, ": external data without a location");
@@ -113,11 +139,12 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
       fail(label, ": external data file '", p.string(), "' is missing (expected beside the model)");
     int64_t fsize = int64_t(fs::file_size(p, ec));
     int64_t len = ext.length >= 0 ? ext.length : int64_t(nbytes);
-    VLRT_CHECK(len == int64_t(nbytes), label, ": external data length ", len, " does not match ", t.describe(),
-               " (", nbytes, " bytes)");
-    if (ext.offset < 0 || ext.offset + len > fsize)
+    VLRT_CHECK(len == int64_t(nbytes), label, ": external data length ", len, " does not match ", dtype_name(dt),
+               shape_str(dims), " (", nbytes, " bytes)");
+    if (ext.offset < 0 || ext.offset > fsize - len)
       fail(label, ": external data file '", p.string(), "' is ", fsize, " bytes but the tensor needs bytes ",
            ext.offset, "..", ext.offset + len, ": the file is truncated");
+    Tensor t(dt, dims);
     std::ifstream f(p, std::ios::binary);
     f.seekg(ext.offset);
     f.read(static_cast<char*>(t.raw()), std::streamsize(nbytes));
@@ -126,8 +153,9 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
     return t;
   }
   if (has_raw) {
-    VLRT_CHECK(raw.size() == nbytes, label, ": raw data is ", raw.size(), " bytes, ", t.describe(), " needs ",
-               nbytes);
+    VLRT_CHECK(raw.size() == nbytes, label, ": raw data is ", raw.size(), " bytes, ", dtype_name(dt),
+               shape_str(dims), " needs ", nbytes);
+    Tensor t(dt, dims);
     if (nbytes) std::memcpy(t.raw(), raw.data(), nbytes);
     std::string_view file = src.file ? src.file->bytes() : std::string_view();
     if (src.file && raw.data() >= file.data() && raw.data() + nbytes <= file.data() + file.size()) {
@@ -136,6 +164,10 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
     }
     return t;
   }
+  size_t given = dt == DType::f32 ? floats.size() : dt == DType::f64 ? doubles.size() : dt == DType::i64 ? int64s.size()
+               : dt == DType::u32 || dt == DType::u64 ? uint64s.size() : int32s.size();
+  VLRT_CHECK(given == numel, "initializer '", name, "' has ", given, " values for shape ", shape_str(dims));
+  Tensor t(dt, dims);
   switch (dt) {
     case DType::f32: copy_values<float>(t, floats, name); break;
     case DType::f64: copy_values<double>(t, doubles, name); break;
@@ -215,6 +247,12 @@ Graph parse_graph(ProtoReader r, const Source& src);
 
 Attribute parse_attribute(ProtoReader r, const Source& src, std::string& name) {
   Attribute a;
+  Source inner = src;
+  inner.graph_depth++;
+  auto subgraph = [&](ProtoReader g) {
+    VLRT_CHECK(inner.graph_depth <= kMaxGraphDepth, "subgraphs nested more than ", kMaxGraphDepth, " deep");
+    return std::make_shared<Graph>(parse_graph(g, inner));
+  };
   int32_t declared = 0;
   r.for_each_field([&](uint32_t field, W type) {
     switch (field) {
@@ -224,11 +262,11 @@ Attribute parse_attribute(ProtoReader r, const Source& src, std::string& name) {
       case 4: a.s = r.read_string(); break;
       case 5: a.t = parse_tensor(r.read_message(), src, nullptr); break;
       case 6:
-        a.graph = std::make_shared<Graph>(parse_graph(r.read_message(), src));
+        a.graph = subgraph(r.read_message());
         declared = declared ? declared : 5;
         break;
       case 11:
-        a.graphs.push_back(std::make_shared<Graph>(parse_graph(r.read_message(), src)));
+        a.graphs.push_back(subgraph(r.read_message()));
         declared = declared ? declared : 10;
         break;
       case 7: r.read_repeated(type, [&](ProtoReader& s) { a.floats.push_back(s.read_float()); }); break;
@@ -334,7 +372,8 @@ void scan_tensor_locations(ProtoReader r, std::vector<std::string>& out) {
 }
 
 // Walks initializers and tensor attributes, subgraphs included.
-void scan_graph_locations(ProtoReader r, std::vector<std::string>& out) {
+void scan_graph_locations(ProtoReader r, std::vector<std::string>& out, int depth = 0) {
+  VLRT_CHECK(depth <= kMaxGraphDepth, "subgraphs nested more than ", kMaxGraphDepth, " deep");
   r.for_each_field([&](uint32_t field, W type) {
     if (field == 5) {
       scan_tensor_locations(r.read_message(), out);
@@ -342,7 +381,7 @@ void scan_graph_locations(ProtoReader r, std::vector<std::string>& out) {
       r.read_message().for_each_message(5, [&](ProtoReader attr) {
         attr.for_each_field([&](uint32_t f, W t) {
           if (f == 5 || f == 10) scan_tensor_locations(attr.read_message(), out);
-          else if (f == 6 || f == 11) scan_graph_locations(attr.read_message(), out);
+          else if (f == 6 || f == 11) scan_graph_locations(attr.read_message(), out, depth + 1);
           else attr.skip(t);
         });
       });

@@ -177,10 +177,10 @@ std::pair<std::string, std::string> serialize_parts(const Model& m) {
   ProtoWriter w(head);
   w.int64_field(1, m.ir_version);
   if (!m.producer.empty()) w.bytes_field(2, m.producer);
-  for (const auto& [domain, version] : m.opsets)
+  for (const auto& opset : m.opsets)  // clang before 16 cannot capture structured bindings
     w.message_field(8, [&](ProtoWriter& o) {
-      if (!domain.empty()) o.bytes_field(1, domain);
-      o.int64_field(2, version);
+      if (!opset.first.empty()) o.bytes_field(1, opset.first);
+      o.int64_field(2, opset.second);
     });
   for (const auto& [key, value] : m.metadata) write_string_entry(w, 14, key, value);
   w.key(7, W::length_delimited);

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 
 #include "cli_util.h"
 #include "io/files.h"
 #include "load/onnx_loader.h"
+#include "load/proto_writer.h"
 
 namespace vlrt {
 
@@ -68,6 +70,95 @@ TEST(OnnxLoader, TensorProtoFromTestSuite) {
   Tensor t = parse_tensor_proto(read_file(dir + "/input_0.pb"), dir, &name);
   EXPECT_EQ(name, "x");
   EXPECT_EQ(t.describe(), "float32[3,4,5]");
+}
+
+namespace {
+// A float32 TensorProto of `dims` with `fields` appended (raw data, external data entries).
+std::string tensor_proto(const std::vector<int64_t>& dims, const std::function<void(ProtoWriter&)>& fields) {
+  std::string out;
+  ProtoWriter w(out);
+  for (int64_t d : dims) w.int64_field(1, d);
+  w.int64_field(2, 1);  // FLOAT
+  fields(w);
+  return out;
+}
+
+std::string tensor_error(const std::string& bytes, const std::string& dir = ".") {
+  try {
+    parse_tensor_proto(bytes, dir);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST(OnnxLoader, HugeDeclaredShapeIsRefusedBeforeAllocating) {
+  auto raw4 = [](ProtoWriter& w) { w.bytes_field(9, std::string(4, '\0')); };
+  std::string msg = tensor_error(tensor_proto({int64_t(1) << 20, int64_t(1) << 20}, raw4));
+  EXPECT_NE(msg.find("raw data is 4 bytes, float32[1048576,1048576] needs 4398046511104"), std::string::npos) << msg;
+  msg = tensor_error(tensor_proto({4000000000, 4000000000, 0}, raw4));
+  EXPECT_NE(msg.find("shape [4000000000,4000000000,0] is too large"), std::string::npos) << msg;
+  msg = tensor_error(tensor_proto({int64_t(1) << 40}, [](ProtoWriter&) {}));
+  EXPECT_NE(msg.find("has 0 values for shape [1099511627776]"), std::string::npos) << msg;
+}
+
+TEST(OnnxLoader, ExternalDataOffsetThatIsNotASizeIsAnError) {
+  for (std::string offset : {"12abc", "-4", "99999999999999999999", ""}) {
+    std::string msg = tensor_error(tensor_proto({1}, [&](ProtoWriter& w) {
+      std::string entry;
+      ProtoWriter e(entry);
+      e.bytes_field(1, "offset");
+      e.bytes_field(2, offset);
+      w.bytes_field(13, entry);
+    }));
+    EXPECT_NE(msg.find("external data offset '" + offset + "' is not a size"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxLoader, ExternalDataOffsetFarPastTheFileIsTruncated) {
+  std::string dir = test::temp_dir("ext_offset_max");
+  write_bytes(dir + "/w.bin", std::string(8, '\0'));
+  std::string msg = tensor_error(tensor_proto({2}, [](ProtoWriter& w) {
+    for (auto [key, value] : {std::pair{"location", "w.bin"}, {"offset", "922337203685477580"}}) {
+      std::string entry;
+      ProtoWriter e(entry);
+      e.bytes_field(1, key);
+      e.bytes_field(2, value);
+      w.bytes_field(13, entry);
+    }
+    w.int64_field(14, 1);  // data_location EXTERNAL
+  }), dir);
+  EXPECT_NE(msg.find("the file is truncated"), std::string::npos) << msg;
+}
+
+TEST(OnnxLoader, DeeplyNestedSubgraphsAreRefused) {
+  std::string graph;  // the innermost body: empty
+  for (int i = 0; i < 100; i++) {
+    std::string attr, node, outer;
+    ProtoWriter a(attr), n(node), g(outer);
+    a.bytes_field(1, "body");
+    a.bytes_field(6, graph);
+    a.int64_field(20, 5);  // GRAPH
+    n.bytes_field(4, "If");
+    n.bytes_field(5, attr);
+    g.bytes_field(1, node);
+    graph = outer;
+  }
+  std::string model;
+  ProtoWriter m(model);
+  m.int64_field(1, 8);
+  m.bytes_field(7, graph);
+  std::string dir = test::temp_dir("nested_subgraphs");
+  write_bytes(dir + "/m.onnx", model);
+  std::string msg = error_of(dir + "/m.onnx");
+  EXPECT_NE(msg.find("subgraphs nested more than 64 deep"), std::string::npos) << msg;
+  try {
+    external_data_files(dir + "/m.onnx");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("subgraphs nested more than 64 deep"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace vlrt
