@@ -169,6 +169,42 @@ Image apply_orientation(const Image& img, int orientation) {
   return out;
 }
 
+namespace {
+
+// stb_image 2.27 (Debian 12's) writes past its Huffman tables when the code counts of a DHT table
+// add up to more than 256, as no valid JPEG's do; such a file is refused before stb reads it.
+// Walks the segments as stb does: bytes up to the next 0xFF, marker segments, and after a start of
+// scan its entropy-coded data up to the next marker that is not a restart. A DHT segment is read as
+// stb reads it: table after table while its declared length lasts, even past the segment's end.
+void check_jpeg_huffman_tables(const std::string& bytes, const std::string& what) {
+  auto p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t n = bytes.size(), i = 2;
+  auto is_restart = [](uint8_t m) { return m >= 0xD0 && m <= 0xD7; };
+  while (i + 4 <= n) {
+    uint8_t marker = p[i + 1];
+    if (p[i] != 0xFF || marker == 0xFF) { i++; continue; }
+    if (marker == 0xD9) return;  // end of image
+    if (marker == 0xD8 || marker == 0x01 || is_restart(marker)) { i += 2; continue; }  // no length
+    size_t len = read_u16(p + i + 2, false);
+    if (marker == 0xC4) {
+      int64_t left = int64_t(len) - 2;
+      for (size_t t = i + 4; left > 0 && t < n;) {
+        size_t codes = 0;  // stb reads zeros past the end of the file
+        for (size_t k = 1; k <= 16 && t + k < n; k++) codes += p[t + k];
+        if (codes > 256)
+          fail(what, ": corrupt JPEG (a Huffman table of ", codes, " codes, more than 256); export it again");
+        left -= int64_t(17 + codes);
+        t += 17 + codes;
+      }
+    }
+    i += 2 + len;
+    if (marker == 0xDA)
+      while (i + 1 < n && !(p[i] == 0xFF && p[i + 1] != 0 && !is_restart(p[i + 1]))) i++;
+  }
+}
+
+}  // namespace
+
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
   if (bytes.empty()) fail(what, ": empty file, not an image");
   ImageFormat format = image_format(bytes);
@@ -177,14 +213,10 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
   if (format == ImageFormat::webp) return decode_webp(bytes, what, max_pixels);
   if (format == ImageFormat::tiff) return decode_tiff(bytes, what, max_pixels);
   if (bytes.size() > size_t(INT32_MAX)) fail(what, ": file too large");
+  if (format == ImageFormat::jpeg) check_jpeg_huffman_tables(bytes, what);
   auto data = reinterpret_cast<const stbi_uc*>(bytes.data());
   int64_t hw = 0, hh = 0;
-  if (header_size(bytes, hw, hh)) {
-    if (hw <= 0 || hh <= 0) fail(what, ": image has no pixels (", hw, "x", hh, ")");
-    if (hw * hh > max_pixels)
-      fail(what, ": image is ", hw, "x", hh, " (", hw * hh, " pixels), more than the limit of ", max_pixels,
-           " pixels; downscale it first");
-  }
+  if (header_size(bytes, hw, hh)) check_pixels(what, hw, hh, max_pixels);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(data, int(bytes.size()), &w, &h, &c))
     fail(what, ": unreadable image header (", stbi_failure_reason(), "); the file is truncated or corrupt");

@@ -33,12 +33,6 @@ const char* webp_status(VP8StatusCode s) {
   }
 }
 
-void check_pixels(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
-  if (w <= 0 || h <= 0) fail(what, ": image has no pixels (", w, "x", h, ")");
-  if (w * h > max_pixels)
-    fail(what, ": image is ", w, "x", h, " (", w * h, " pixels), more than the limit of ", max_pixels,
-         " pixels; downscale it first");
-}
 
 // libtiff reads through these from a string in memory.
 struct TiffSource {
@@ -131,6 +125,13 @@ Image decode_tiff(const std::string& bytes, const std::string& what, int64_t max
     img.rgb[i * 3 + 2] = uint8_t(TIFFGetB(abgr[i]));
   }
   return img;
+}
+
+void check_pixels(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
+  if (w <= 0 || h <= 0) fail(what, ": image has no pixels (", w, "x", h, ")");
+  if (w > max_pixels / h)  // a header's sizes go to 2^32 each: their product can overflow
+    fail(what, ": image is ", w, "x", h, " (", double(w) * double(h), " pixels), more than the limit of ",
+         max_pixels, " pixels; downscale it first");
 }
 
 }  // namespace vlrt::vision

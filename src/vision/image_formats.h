@@ -12,4 +12,7 @@ namespace vlrt::vision {
 Image decode_webp(const std::string& bytes, const std::string& what, int64_t max_pixels);
 Image decode_tiff(const std::string& bytes, const std::string& what, int64_t max_pixels);
 
+// Refuses an image of w x h pixels (as its header declares them) with none or more than max_pixels.
+void check_pixels(const std::string& what, int64_t w, int64_t h, int64_t max_pixels);
+
 }  // namespace vlrt::vision

@@ -133,6 +133,39 @@ TEST(Image, BadFilesAreNamedErrors) {
   EXPECT_NE(error_of(fixture("missing.png")).find("no such file"), std::string::npos);
 }
 
+// stb_image 2.27 overruns its Huffman tables on these (found by fuzz/image_fuzzer); refused first.
+TEST(Image, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
+  std::string counts(16, '\xff');  // 16 x 255 = 4080 codes
+  std::string dht_in_header = std::string("\xff\xd8\xff\xc4\x00\x13\x00", 7) + counts + "\xff\xd9";
+  // A table that spills past its segment's declared end, after a scan, as stb reads it.
+  std::string after_scan = std::string("\xff\xd8\xff\xda\x00\x02\x12\xff\x00\x34\xff\xc4\x00\x03\x10", 15) +
+                           counts + "\xff\xd9";
+  // The counts run past the end of the file, where stb reads zeros.
+  std::string at_the_end = std::string("\xff\xd8\xff\xc4\x00\x1f\x01", 7) + counts.substr(0, 8);
+  for (const std::string& bytes : {dht_in_header, after_scan, at_the_end}) {
+    try {
+      decode_image(bytes, "x.jpg");
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("x.jpg: corrupt JPEG (a Huffman table of "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(" codes, more than 256)"),
+                std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(load_image(fixture("orient6.jpg")).width, 0);  // a valid JPEG still decodes
+}
+
+// A PNG header of 4160749549x4294967284 (found by fuzz/image_fuzzer): its pixel count overflows int64.
+TEST(Image, HeaderSizesWhoseProductOverflowsAreRefused) {
+  std::string png = std::string("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\xf7\xff\xff\xed\xff\xff\xff\xf4\x08\x02\x00\x00\x00", 29);
+  try {
+    decode_image(png, "x.png");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.png: image is 4160749549x4294967284"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Image, NormalizesWithImageNetStatistics) {
   Image img{2, 1, {255, 0, 128, 0, 255, 64}};
   Tensor t = normalize_images({&img});
