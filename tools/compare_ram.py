@@ -8,9 +8,9 @@
 Optionally (--ort) onnxruntime on the same pixels, and on another export (--ort-model, e.g. the
 unpatched one) to show what a baked batch does there.
 
-    python3 tools/compare_ram.py --model /tmp/ram_plus --vlrt build/vlrt
-    python3 tools/compare_ram.py --model /tmp/ram_plus --vlrt build/vlrt --ort \
-        --ort-model /tmp/ram_plus_unpatched/model.onnx
+    python3 tools/compare_ram.py --model RAM_DIR --vlrt build/vlrt
+    python3 tools/compare_ram.py --model RAM_DIR --vlrt build/vlrt --ort \
+        --ort-model RAM_UNPATCHED_DIR/model.onnx
 Needs numpy (onnxruntime for --ort).
 """
 import argparse

@@ -24,8 +24,8 @@ Two exports:
                so the export-time batch (1) is baked into Reshape constants.
 
 Runs under Debian's /usr/bin/python3 (torch 1.13, timm 0.9.16, transformers 4.38.2):
-    /usr/bin/python3 tools/export_ram_plus.py --out /tmp/ram_plus
-    /usr/bin/python3 tools/export_ram_plus.py --unpatched --out /tmp/ram_plus_unpatched
+    /usr/bin/python3 tools/export_ram_plus.py --out RAM_DIR
+    /usr/bin/python3 tools/export_ram_plus.py --unpatched --out RAM_UNPATCHED_DIR
 Writes model.onnx (~1.3 GB), tags.json and, for the default export, scene<i>.png, pixels_b1.npy,
 pixels_b3.npy, probs_b1.npy, probs_b3.npy (PyTorch's sigmoid(logits)).
 """
