@@ -74,11 +74,12 @@ class ElasticPool : public httplib::TaskQueue {
   bool stopping_ = false;
 };
 
-// Waits for EVENTS on SOCK until DEADLINE, in slices so that a stopped server is noticed.
-// Returns false on timeout, error or stop.
-bool wait_for(socket_t sock, short events, Clock::time_point deadline, const std::atomic<socket_t>& listener) {
+// Waits for EVENTS on SOCK until DEADLINE, in slices so that a stopped server is noticed when
+// `listener` is given (waiting for a request); false on timeout, error or that stop. A response
+// is written whether the server stopped or not: stop() lets connections finish their request.
+bool wait_for(socket_t sock, short events, Clock::time_point deadline, const std::atomic<socket_t>* listener) {
   for (;;) {
-    if (listener == INVALID_SOCKET) return false;
+    if (listener && *listener == INVALID_SOCKET) return false;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{sock, events, 0};
@@ -122,17 +123,19 @@ class GuardedHttpServer::Stream : public httplib::Stream {
   bool timed_out() const { return timed_out_; }
   bool has_buffered() const { return begin_ < end_; }
 
-  bool is_readable() const override { return has_buffered() || wait_for(sock_, POLLIN, read_deadline(), server_.svr_sock_); }
+  bool is_readable() const override {
+    return has_buffered() || wait_for(sock_, POLLIN, read_deadline(), &server_.svr_sock_);
+  }
   bool is_writable() const override {
     auto deadline = Clock::now() + std::chrono::seconds(server_.write_timeout_sec_) +
                     std::chrono::microseconds(server_.write_timeout_usec_);
-    return wait_for(sock_, POLLOUT, deadline, server_.svr_sock_);
+    return wait_for(sock_, POLLOUT, deadline, nullptr);
   }
 
   ssize_t read(char* ptr, size_t size) override {
     if (!has_buffered()) {
       auto deadline = read_deadline();
-      if (!wait_for(sock_, POLLIN, deadline, server_.svr_sock_)) {
+      if (!wait_for(sock_, POLLIN, deadline, &server_.svr_sock_)) {
         timed_out_ = t_timed_out = server_.svr_sock_ != INVALID_SOCKET && Clock::now() >= deadline;
         return -1;
       }
@@ -220,7 +223,7 @@ bool GuardedHttpServer::process_and_close_socket(socket_t sock) {
     for (size_t count = limits_.keep_alive_max_count; count > 0; count--) {
       // Waiting for a request: the first one as long as between two of a keep-alive connection.
       auto idle_deadline = Clock::now() + std::chrono::seconds(limits_.keep_alive_timeout_s);
-      if (!stream.has_buffered() && !wait_for(sock, POLLIN, idle_deadline, svr_sock_)) break;
+      if (!stream.has_buffered() && !wait_for(sock, POLLIN, idle_deadline, &svr_sock_)) break;
       stream.start_request();
       bool connection_closed = false;
       ok = process_request(stream, count == 1, connection_closed, nullptr);
