@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
+#include "apps/pipeline_options.h"
 #include "io/files.h"
 #include "io/shipped.h"
 #include "pipelines/vlm/chat.h"
@@ -55,12 +56,7 @@ std::string default_vlm_folder() {
 }
 
 void run_chat(const ChatArgs& a, CLI::App* cmd) {
-  vlm::ChatOptions options;
-  options.verify_hash = !a.no_verify_hash;
-  options.vision.threads = options.text.threads = a.threads;
-  options.vision.plan = plan_options(a.vision_devices);
-  options.text.plan = plan_options(a.text_devices);
-  options.context = a.context;
+  vlm::ChatOptions options = chat_options(a.vision_devices, a.text_devices, a.threads, a.context, !a.no_verify_hash);
   vlm::GenerateOptions g;
   g.max_new_tokens = a.max_new_tokens;
   vlm::Chat chat(a.model.empty() ? default_vlm_folder() : a.model, options);

@@ -1,12 +1,12 @@
 // vlrt plan MODEL: placement, transfers, per-device memory and the largest batch,
 // computed before anything runs.
-#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "exec/session.h"
 #include "integrity/load_model.h"
+#include "apps/pipeline_options.h"
 #include "pipelines/vlm/chat.h"
 
 namespace vlrt {
@@ -69,20 +69,10 @@ void print_plan(const std::string& model, const std::map<std::string, std::pair<
   std::cout << "\nmax batch: " << batches.max_batch << " (largest batch whose plan fits every device's budget)\n";
 }
 
-bool is_vlm_folder(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(path + "/config.json", ec);
-}
-
 // A VLM folder: the decoder's decode step over the whole context with the KV cache on the
 // devices that read it, the longest context and the largest batch that fit.
 void plan_vlm(const PlanArgs& a) {
-  vlm::ChatOptions o;
-  o.text.plan = plan_options(a.device_args);
-  o.vision.threads = o.text.threads = 1;
-  o.context = a.context;
-  o.verify_hash = !a.no_verify_hash;
-  vlm::Chat chat(a.model, o);
+  vlm::Chat chat(a.model, chat_options(DeviceArgs{}, a.device_args, 1, a.context, !a.no_verify_hash));
   int64_t context = chat.context();
   vlm::CachePlan cache = chat.plan_cache(1, context);
   int64_t longest = chat.longest_context(1);
@@ -117,7 +107,7 @@ void plan_vlm(const PlanArgs& a) {
 }
 
 void plan(const PlanArgs& a) {
-  if (is_vlm_folder(a.model)) return plan_vlm(a);
+  if (vlm::is_model_folder(a.model)) return plan_vlm(a);
   Model model = load_model(a.model, {.verify_hash = !a.no_verify_hash});
   auto sig = input_signature(model, a.shapes);
   SessionOptions options;

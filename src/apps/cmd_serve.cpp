@@ -9,9 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "apps/pipeline_options.h"
@@ -34,26 +31,12 @@ struct ServeArgs {
   std::string api_key, api_key_file;         // resolved into o.api_key with VLRT_API_KEY
 };
 
-// A folder whose config.json names a model_type `vlrt chat` runs (qwen2_vl, qwen2_5_vl).
-bool is_vlm_folder(const std::string& path) {
-  std::filesystem::path config = std::filesystem::path(path) / "config.json";
-  if (!std::filesystem::is_directory(path) || !std::filesystem::is_regular_file(config)) return false;
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(config), nullptr, false);
-  std::string type = j.is_object() && j.value("model_type", nlohmann::json()).is_string() ? j["model_type"] : "";
-  return type == "qwen2_vl" || type == "qwen2_5_vl";
-}
-
 std::unique_ptr<serve::Server> make_chat_server(ServeArgs& a, double& load_s) {
   auto t0 = std::chrono::steady_clock::now();
-  vlm::ChatOptions options;
-  options.verify_hash = !a.p.no_verify_hash;
-  options.vision.threads = options.text.threads = a.p.threads;
   DeviceArgs vision{a.vision_devices.empty() ? a.p.device_args.devices : a.vision_devices, {}};
   DeviceArgs text{a.text_devices.empty() ? a.p.device_args.devices : a.text_devices, a.p.device_args.memory};
-  options.vision.plan = plan_options(vision);
-  options.text.plan = plan_options(text);
-  options.context = a.context;
-  auto chat = std::make_unique<vlm::Chat>(a.p.model, options);
+  auto chat = std::make_unique<vlm::Chat>(
+      a.p.model, chat_options(vision, text, a.p.threads, a.context, !a.p.no_verify_hash));
   load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::make_unique<serve::Server>(std::move(chat), a.p.model, a.o, load_s);
 }
@@ -102,7 +85,7 @@ void serve_main(ServeArgs& a) {
   double load_s = 0;
   std::string path;
   std::unique_ptr<serve::Server> served;
-  bool chat = !a.p.model.empty() && is_vlm_folder(a.p.model);
+  bool chat = !a.p.model.empty() && vlm::is_model_folder(a.p.model);
   if (chat) {
     path = a.p.model;
     served = make_chat_server(a, load_s);

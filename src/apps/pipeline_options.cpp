@@ -81,6 +81,17 @@ std::unique_ptr<segment::Segmenter> make_segmenter(const std::string& sam_dir, c
   return std::make_unique<segment::Segmenter>(sam_dir, session_options(args));
 }
 
+vlm::ChatOptions chat_options(const DeviceArgs& vision, const DeviceArgs& text, int threads, int64_t context,
+                              bool verify_hash) {
+  vlm::ChatOptions o;
+  o.vision.plan = plan_options(vision);
+  o.text.plan = plan_options(text);
+  o.vision.threads = o.text.threads = threads;
+  o.context = context;
+  o.verify_hash = verify_hash;
+  return o;
+}
+
 SessionOptions session_options(const PipelineArgs& a) {
   SessionOptions options;
   options.threads = a.threads;

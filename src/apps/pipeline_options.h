@@ -8,6 +8,7 @@
 
 #include "apps/commands.h"
 #include "pipelines/pipeline.h"
+#include "pipelines/vlm/chat.h"
 #include "pipelines/segment/segmenter.h"
 
 namespace vlrt {
@@ -41,6 +42,10 @@ void add_masks_option(CLI::App* cmd, std::string& sam_dir);
 // The SAM model --masks names, on the devices and threads of the pipeline options; null when
 // --masks is not given. Fails naming what the folder lacks.
 std::unique_ptr<segment::Segmenter> make_segmenter(const std::string& sam_dir, const PipelineArgs& args);
+// A VLM folder's options (chat, plan, serve): the vision encoder's and the text side's devices
+// (the --memory caps are the text devices'), threads, the context and the hash check.
+vlm::ChatOptions chat_options(const DeviceArgs& vision, const DeviceArgs& text, int threads, int64_t context,
+                              bool verify_hash);
 // The session options the device, memory and thread flags ask for.
 SessionOptions session_options(const PipelineArgs& args);
 // Loads the model (the pipeline's shipped model when none is given) and makes the pipeline

@@ -39,6 +39,8 @@ void slice_output(Graph& g, const std::string& output, int64_t axis, const std::
   std::string ax = constant(g, output + "/axis", {axis});
   std::string end = constant(g, output + "/end", {std::numeric_limits<int64_t>::max()});
   g.nodes.push_back(node(output + "/new", "Slice", {all, starts, end, ax}, {output}));
+  for (ValueDecl& out : g.outputs)  // the sliced axis is no longer the declared one
+    if (out.name == output && size_t(axis) < out.dims.size()) out.dims[size_t(axis)] = Dim{};
 }
 
 }  // namespace
@@ -54,10 +56,6 @@ void keep_new_positions(Model& decoder, int64_t layers) {
     for (const std::string& present : {present_key_name(l), present_value_name(l)})
       slice_output(g, present, 2, "vlrt/minus_tokens");
   slice_output(g, "logits", 1, constant(g, "vlrt/last", {-1}));
-  for (ValueDecl& out : g.outputs)  // the sliced axis is no longer the declared one
-    if (out.name == "logits" || out.name.rfind("present.", 0) == 0)
-      for (size_t axis = 0; axis < out.dims.size(); axis++)
-        if ((out.name == "logits" && axis == 1) || (out.name != "logits" && axis == 2)) out.dims[axis] = Dim{};
 }
 
 }  // namespace vlrt::vlm

@@ -86,7 +86,7 @@ void KvCache::append(int64_t layer, const Tensor& key, const Tensor& value) {
                shape_.head_dim, "]");
   }
   int64_t n = key.dim(2);
-  if (prefilled_) {
+  if (prefilled()) {
     VLRT_CHECK(n == 1, "the decoder returned ", n, " new positions in present for one token");
     VLRT_CHECK(length_ < context_, "the context of ", context_, " tokens is full");
   } else {
@@ -98,16 +98,15 @@ void KvCache::append(int64_t layer, const Tensor& key, const Tensor& value) {
 }
 
 void KvCache::advance_prefill(const std::vector<std::vector<int64_t>>& mask_rows) {
-  VLRT_CHECK(!prefilled_ && int64_t(mask_rows.size()) == batch_, "a prefill needs an empty cache and a mask row per sequence");
+  VLRT_CHECK(!prefilled() && int64_t(mask_rows.size()) == batch_, "a prefill needs an empty cache and a mask row per sequence");
   for (auto& row : mask_rows) VLRT_CHECK(row.size() == mask_rows.front().size(), "the prefill's mask rows differ in length");
   mask_ = mask_rows;
   length_ = int64_t(mask_rows.front().size());
-  prefilled_ = true;
   spread_to(std::max(bucket_, bucket_for(context_, length_ + 1)));
 }
 
 void KvCache::advance_decode() {
-  VLRT_CHECK(prefilled_, "a decode step before the prefill");
+  VLRT_CHECK(prefilled(), "a decode step before the prefill");
   for (auto& row : mask_) row.push_back(1);
   length_++;
   spread_to(std::max(bucket_, bucket_for(context_, length_ + 1)));

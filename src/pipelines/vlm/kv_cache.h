@@ -67,6 +67,7 @@ class KvCache {
   void advance_decode();
 
  private:
+  bool prefilled() const { return !mask_.empty(); }
   void spread_to(int64_t bucket);
   Tensor view(const std::shared_ptr<Buffer>& buffer) const;
   void copy_positions(Buffer& dst, const Tensor& present) const;
@@ -74,7 +75,6 @@ class KvCache {
   KvCacheShape shape_;
   int64_t batch_, context_;
   int64_t length_ = 0, bucket_ = 0;
-  bool prefilled_ = false;
   std::vector<std::shared_ptr<Buffer>> keys_, values_;
   std::vector<std::vector<int64_t>> mask_;  // per row, per filled position
 };

@@ -133,6 +133,11 @@ void read_preprocessor_config(ModelFolder& f) {
 
 }  // namespace
 
+bool is_model_folder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "config.json", ec);
+}
+
 ModelFolder read_model_folder(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))

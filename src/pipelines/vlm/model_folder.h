@@ -48,6 +48,10 @@ struct ModelFolder {
   std::string tokenizer() const { return path("tokenizer.json"); }
 };
 
+// Whether `path` is a folder holding a config.json: what vlrt chat, plan and serve take for a VLM
+// folder (read_model_folder then names anything else wrong with it).
+bool is_model_folder(const std::string& path);
+
 // Reads DIR's config.json, generation_config.json and preprocessor_config.json and checks
 // that the models and tokenizer.json are there; fails listing every missing file.
 ModelFolder read_model_folder(const std::string& dir);
