@@ -62,20 +62,27 @@ inline std::string jpeg_bytes(const vision::Image& img) {
 
 inline std::string jpeg_bytes(int w, int h, uint32_t seed = 1) { return jpeg_bytes(noise_image(w, h, seed)); }
 
-// A server for the demo model on 127.0.0.1, any free port; drains when destroyed.
+inline serve::ServeOptions on_any_port(serve::ServeOptions o) {
+  o.port = 0;
+  return o;
+}
+
+// A server on 127.0.0.1, any free port (the demo model's unless one is given); drains when
+// destroyed.
 struct TestServer {
-  explicit TestServer(serve::ServeOptions o = {}) {
-    o.port = 0;
-    server = std::make_unique<serve::Server>(demo_pipeline(), o, 0.01);
-    port = server->start();
-  }
+  explicit TestServer(serve::ServeOptions o = {})
+      : TestServer(std::make_unique<serve::Server>(demo_pipeline(), on_any_port(o), 0.01)) {}
+  // `s` was made with on_any_port's options; clients wait `read_timeout_s` for an answer.
+  explicit TestServer(std::unique_ptr<serve::Server> s, int read_timeout_s = 20)
+      : server(std::move(s)), port(server->start()), read_timeout_s(read_timeout_s) {}
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(20);
+    c.set_read_timeout(read_timeout_s);
     return c;
   }
   std::unique_ptr<serve::Server> server;
   int port = 0;
+  int read_timeout_s = 20;
 };
 
 inline httplib::Result post_detect(httplib::Client& c, const std::string& image, const std::string& prompt,

@@ -9,6 +9,7 @@
 #include "io/base64.h"
 #include "io/files.h"
 #include "serve/server.h"
+#include "serve_util.h"
 
 namespace vlrt::test {
 namespace {
@@ -24,29 +25,20 @@ const json& reference() {
   return r;
 }
 
-std::string data_uri(const std::string& file) { return "data:image/png;base64," + base64_encode(read_file(fixture(file))); }
+std::string data_uri(const std::string& file) {
+  return "data:image/png;base64," + base64_encode(read_file(fixture(file)));
+}
 
 // One server for the suite: loading the folder is the slow part.
-struct ChatServer {
-  ChatServer() {
+TestServer& chat_server() {
+  static TestServer s = [] {
     serve::ServeOptions o;
-    o.port = 0;
     o.model_name = "tiny-vl";
-    server = std::make_unique<serve::Server>(std::make_unique<vlm::Chat>(fixture(""), vlm::ChatOptions{}),
-                                             fixture(""), o, 0.01);
-    port = server->start();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(30);
-    return c;
-  }
-  std::unique_ptr<serve::Server> server;
-  int port = 0;
-};
-
-ChatServer& chat_server() {
-  static ChatServer s;
+    return TestServer(
+        std::make_unique<serve::Server>(std::make_unique<vlm::Chat>(fixture(""), vlm::ChatOptions{}),
+                                        fixture(""), on_any_port(o), 0.01),
+        30);
+  }();
   return s;
 }
 
@@ -68,7 +60,8 @@ std::string reference_text(const json& sample) {
 
 TEST(ServeChat, AnswerIsTheReferenceGreedyText) {
   const json& sample = reference()["samples"][0];
-  auto res = chat_server().client().Post("/v1/chat/completions", sample_request(sample).dump(), "application/json");
+  auto res =
+      chat_server().client().Post("/v1/chat/completions", sample_request(sample).dump(), "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200) << res->body;
   json j = json::parse(res->body);
@@ -159,20 +152,25 @@ TEST(ServeChat, MalformedRequestsAre400NamingTheField) {
     return b.dump();
   };
   std::string long_text;
-  for (int i = 0; i < 3000; i++) long_text += "word" + std::to_string(i) + " ";  // past the 2048-token context
+  for (int i = 0; i < 3000; i++)
+    long_text += "word" + std::to_string(i) + " ";  // past the 2048-token context
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"not json", "JSON"},
       {with([](json& b) { b.erase("messages"); }), "messages"},
       {with([](json& b) { b["messages"] = json::array(); }), "messages"},
       {with([](json& b) { b["messages"][0]["role"] = "robot"; }), "messages[0].role"},
       {with([](json& b) { b["messages"][0]["content"] = 5; }), "messages[0].content"},
-      {with([](json& b) { b["messages"][0]["content"][0]["type"] = "audio"; }), "messages[0].content[0].type"},
-      {with([](json& b) { b["messages"][0]["content"][0]["image_url"]["url"] = "https://example.com/a.png"; }),
+      {with([](json& b) { b["messages"][0]["content"][0]["type"] = "audio"; }),
+       "messages[0].content[0].type"},
+      {with(
+           [](json& b) { b["messages"][0]["content"][0]["image_url"]["url"] = "https://example.com/a.png"; }),
        "fetches nothing"},
-      {with([](json& b) { b["messages"][0]["content"][0]["image_url"]["url"] = "data:image/png;base64,@@@"; }),
+      {with(
+           [](json& b) { b["messages"][0]["content"][0]["image_url"]["url"] = "data:image/png;base64,@@@"; }),
        "messages[0].content[0].image_url.url"},
       {with([](json& b) {
-         b["messages"][0]["content"][0]["image_url"]["url"] = "data:image/png;base64," + base64_encode("not an image");
+         b["messages"][0]["content"][0]["image_url"]["url"] =
+             "data:image/png;base64," + base64_encode("not an image");
        }),
        "messages[0].content[0].image_url.url"},
       {with([&](json& b) { b["messages"][0]["content"][1]["text"] = long_text; }), "context"},
