@@ -10,15 +10,26 @@ DEB_PACKAGES = build-essential cmake pkg-config git ca-certificates \
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo \
   pybind11-dev python3-dev python3-pytest python3-numpy python3-pil
 
+# What `make fuzz` adds: clang and its libFuzzer runtime (libclang_rt.fuzzer), from Debian.
+FUZZ_DEB_PACKAGES = clang libclang-rt-14-dev
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build program test demo clean sanitize
+.PHONY: all deps deps-fuzz install-packages configure build program test demo clean sanitize fuzz fuzz-smoke
 
 all: build
 
 # Installs only what is missing, so a second run does nothing.
 deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_PACKAGES)"
+
+deps-fuzz:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(FUZZ_DEB_PACKAGES)"
+
+install-packages:
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:" $$missing; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
@@ -42,6 +53,16 @@ sanitize: deps
 	$(MAKE) build BUILD=build-asan CMAKE_FLAGS="-DCMAKE_BUILD_TYPE=Debug -DVLRT_SANITIZE=ON"
 	ctest --test-dir build-asan --output-on-failure -j$(JOBS) -E conformance
 
+# The libFuzzer harnesses of fuzz/ (clang, address + undefined behaviour), into $(FUZZ_BUILD)/fuzz.
+fuzz: deps deps-fuzz
+	cmake -S . -B $(FUZZ_BUILD) -DVLRT_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target vlrt_fuzzers
+
+# Each harness for FUZZ_SECONDS over its seed corpus (CI: 30 s); fails on any crash, leak or hang.
+fuzz-smoke: fuzz
+	fuzz/run_smoke.sh $(FUZZ_BUILD)/fuzz $(FUZZ_SECONDS)
+
 # The shipped demo detector (models/demo) on the shipped demo image: a table of detections,
 # the annotated image and the JSON under out/demo. Then the same image with no prompt: the demo
 # tagger (models/demo-tagger) names what is in it, the detector finds those tags and the demo
@@ -59,4 +80,4 @@ demo: deps program
 	  "./$(BUILD)/vlrt detect $(DEMO_IMAGE) --prompt \"yellow heart . black ring .\""
 
 clean:
-	rm -rf $(BUILD) build-asan out
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) out
