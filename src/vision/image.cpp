@@ -203,6 +203,29 @@ void check_jpeg_huffman_tables(const std::string& bytes, const std::string& what
   }
 }
 
+// stb_image grows its buffer to a PNG chunk's declared length before reading it, so a chunk that
+// claims more bytes than the file holds (a hundred-byte file declaring a 1.4 GB IDAT) would be
+// allocated in full; such a file is refused first. Walks the chunks (length, type, data, CRC) up
+// to IEND.
+void check_png_chunks(const std::string& bytes, const std::string& what) {
+  auto printable = [](std::string s) {
+    for (char& ch : s)
+      if (ch < 0x20 || ch > 0x7e) ch = '?';
+    return s;
+  };
+  auto p = reinterpret_cast<const uint8_t*>(bytes.data());
+  size_t n = bytes.size(), i = 8;
+  while (i + 8 <= n) {
+    uint64_t length = read_u32(p + i, false);
+    std::string type(bytes, i + 4, 4);
+    if (length > n - (i + 8))
+      fail(what, ": truncated or corrupt PNG (its '", printable(type), "' chunk declares ", length,
+           " bytes but only ", n - (i + 8), " follow)");
+    if (type == "IEND") return;
+    i += 12 + length;
+  }
+}
+
 }  // namespace
 
 Image decode_image(const std::string& bytes, const std::string& what, int64_t max_pixels) {
@@ -214,6 +237,7 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
   if (format == ImageFormat::tiff) return decode_tiff(bytes, what, max_pixels);
   if (bytes.size() > size_t(INT32_MAX)) fail(what, ": file too large");
   if (format == ImageFormat::jpeg) check_jpeg_huffman_tables(bytes, what);
+  if (format == ImageFormat::png) check_png_chunks(bytes, what);
   auto data = reinterpret_cast<const stbi_uc*>(bytes.data());
   int64_t hw = 0, hh = 0;
   if (header_size(bytes, hw, hh)) check_pixels(what, hw, hh, max_pixels);

@@ -166,6 +166,23 @@ TEST(Image, HeaderSizesWhoseProductOverflowsAreRefused) {
   }
 }
 
+// A 100-byte PNG whose IDAT declares 1392509509 bytes (found by fuzz/image_fuzzer): stb_image
+// would reserve them all; refused before decoding.
+TEST(Image, PngChunkLongerThanTheFileIsRefused) {
+  std::string png = std::string("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x12\x00\x00\x00\x0b"
+                                "\x08\x02\x00\x00\x00\xfd\x75\x4a\x00\x53\x00\x02\x45IDATx\x9c", 43) +
+                    std::string(60, '\x01');
+  try {
+    decode_image(png, "x.png");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x.png: truncated or corrupt PNG (its 'IDAT' chunk declares 1392509509 bytes "
+                                         "but only 62 follow)"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_GT(load_image(fixture("src.png")).width, 0);  // a valid PNG still decodes
+}
+
 TEST(Image, NormalizesWithImageNetStatistics) {
   Image img{2, 1, {255, 0, 128, 0, 255, 64}};
   Tensor t = normalize_images({&img});
