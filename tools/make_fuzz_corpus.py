@@ -3,6 +3,8 @@
 
 Each harness's input layout is described at the top of its fuzz/<parser>_fuzzer.cpp.
 """
+import base64
+import io
 import json
 import pathlib
 import struct
@@ -50,6 +52,24 @@ def main():
     write("json_body", "detect.json", json.dumps({"prompt": "cat . dog .", "box_threshold": 0.35, "image": "iVBORw0KGgo="}))
     write("json_body", "nested.json", '{"a": [1, {"b": [true, null, "\\u00e9"]}], "c": -1.5e300}')
     write("json_body", "array.json", "[1, 2, 3]")
+    # OpenAI chat completion bodies, one with a 4x3 PNG as a data URI.
+    png = io.BytesIO()
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(png, format="PNG")
+    uri = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    for name, body in {
+        "text.json": {"model": "demo-vlm", "messages": [{"role": "user", "content": "Is there a red star?"}]},
+        "image.json": {"messages": [{"role": "system", "content": "Answer briefly."},
+                                    {"role": "user", "content": [{"type": "image_url", "image_url": {"url": uri}},
+                                                                 {"type": "text", "text": "What is in the image?"}]}],
+                       "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "seed": 3},
+        "stream.json": {"messages": [{"role": "user", "content": [{"type": "text", "text": "How many objects?"}]},
+                                     {"role": "assistant", "content": "2."}, {"role": "user", "content": "And stars?"}],
+                        "stream": True, "stream_options": {"include_usage": True}, "stop": ["<|im_end|>"], "n": 1,
+                        "max_completion_tokens": 4},
+        "bare_image_url.json": {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": uri}]}],
+                                "stop": "<|endoftext|>"},
+    }.items():
+        write("openai_chat_request", name, json.dumps(body))
 
     manifest = (ROOT / "models/demo/model.onnx.manifest.json").read_text()
     write("manifest", "demo.json", manifest)

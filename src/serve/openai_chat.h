@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "pipelines/vlm/chat.h"
+#include "serve/openai_chat_request.h"
 
 namespace httplib {
 struct Request;
@@ -23,24 +24,8 @@ struct Response;
 
 namespace vlrt::serve {
 
-// A chat completion request, parsed and checked.
-struct ChatCompletionRequest {
-  std::string model;  // as the client named it; the answer names the served model
-  std::vector<text::ChatMessage> messages;
-  std::vector<vision::Image> images;  // the image_url parts, in order
-  vlm::GenerateOptions generate;
-  bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage: a last chunk with the usage
-};
-
-// Parses an OpenAI chat completion body; RequestError 400 naming the field for every malformed
-// part. Fields: messages (role system/user/assistant; content a string or an array of
-// {"type":"text","text"} and {"type":"image_url","image_url":{"url":"data:...;base64,..."}}
-// parts; http(s) URLs are refused, the server fetches nothing), max_tokens or
-// max_completion_tokens, temperature (0: greedy; > 0: sampling at that temperature), top_p,
-// seed, stop (strings that are each one token of the tokenizer, added to the model's stop
-// tokens), n (1 only), stream, stream_options.include_usage. Absent fields keep the model's
-// generation_config.json values. Unknown fields are ignored, as OpenAI's optional ones are.
+// Checks a request against the served chat model (parse_chat_completion of
+// openai_chat_request.h).
 ChatCompletionRequest parse_chat_completion(std::string_view body, const vlm::Chat& chat, int64_t max_image_pixels);
 
 // "stop" when the model ended its answer, "length" when max_tokens or the context did.
