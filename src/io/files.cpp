@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -13,6 +14,28 @@
 namespace vlrt {
 
 namespace fs = std::filesystem;
+
+std::string path_inside(const std::string& dir, const std::string& relative, const std::string& what) {
+  fs::path rel(relative);
+  if (rel.empty() || rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+    fail(what, ": '", relative, "' is not a path relative to the model's folder; refused (external data must ",
+         "lie in the model's folder)");
+  for (const fs::path& part : rel)
+    if (part == "..")
+      fail(what, ": '", relative, "' leads out of the model's folder ('..'); refused (external data must ",
+           "lie in the model's folder)");
+  fs::path base = dir.empty() ? fs::path(".") : fs::path(dir);
+  fs::path p = base / rel;
+  std::error_code ec1, ec2;
+  fs::path real_base = fs::weakly_canonical(base, ec1), real = fs::weakly_canonical(p, ec2);
+  if (!ec1 && !ec2) {
+    auto [b, r] = std::mismatch(real_base.begin(), real_base.end(), real.begin(), real.end());
+    if (b != real_base.end())
+      fail(what, ": '", relative, "' leads out of the model's folder through a symbolic link (to '", real.string(),
+           "'); refused (external data must lie in the model's folder)");
+  }
+  return p.string();
+}
 
 std::string read_file(const std::string& path) {
   std::error_code ec;

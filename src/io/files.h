@@ -9,6 +9,11 @@
 
 namespace vlrt {
 
+// A file that a file in `dir` refers to by `relative` (a model's external data): the path inside
+// dir. Fails, naming `what`, when `relative` is absolute, climbs out with "..", or leads out of
+// dir through a symbolic link, so that a model from elsewhere cannot make vlrt read other files.
+std::string path_inside(const std::string& dir, const std::string& relative, const std::string& what);
+
 // Reads a whole file; fails naming the path when it cannot.
 std::string read_file(const std::string& path);
 

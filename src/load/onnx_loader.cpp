@@ -133,7 +133,7 @@ Tensor parse_tensor(ProtoReader r, const Source& src, std::string* out_name) {
 
   if (external) {
     VLRT_CHECK(!ext.location.empty(), label, ": external data without a location");
-    fs::path p = fs::path(src.base_dir) / ext.location;
+    fs::path p = path_inside(src.base_dir, ext.location, label + ": external data");
     std::error_code ec;
     if (!fs::exists(p, ec))
       fail(label, ": external data file '", p.string(), "' is missing (expected beside the model)");

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -130,6 +131,38 @@ TEST(OnnxLoader, ExternalDataOffsetFarPastTheFileIsTruncated) {
     w.int64_field(14, 1);  // data_location EXTERNAL
   }), dir);
   EXPECT_NE(msg.find("the file is truncated"), std::string::npos) << msg;
+}
+
+// External data must lie in the model's folder: a downloaded model names no other file.
+TEST(OnnxLoader, ExternalDataLeavingTheModelsFolderIsRefused) {
+  std::string root = test::temp_dir("ext_outside");
+  std::filesystem::create_directories(root + "/model");
+  write_bytes(root + "/secret.bin", std::string(8, '\0'));
+  write_bytes(root + "/model/w.bin", std::string(8, '\0'));
+  std::filesystem::remove(root + "/model/link.bin");
+  std::filesystem::create_symlink(root + "/secret.bin", root + "/model/link.bin");
+  auto external = [](const std::string& location) {
+    return tensor_proto({2}, [&](ProtoWriter& w) {
+      std::string entry;
+      ProtoWriter e(entry);
+      e.bytes_field(1, "location");
+      e.bytes_field(2, location);
+      w.bytes_field(13, entry);
+      w.int64_field(14, 1);  // data_location EXTERNAL
+    });
+  };
+  std::string dir = root + "/model";
+  using Case = std::pair<std::string, std::string>;
+  for (auto [location, why] : {Case{"../secret.bin", "leads out of the model's folder ('..')"},
+                               Case{"sub/../../secret.bin", "leads out of the model's folder ('..')"},
+                               Case{root + "/secret.bin", "is not a path relative to the model's folder"},
+                               Case{"link.bin", "leads out of the model's folder through a symbolic link"}}) {
+    std::string msg = tensor_error(external(location), dir);
+    EXPECT_NE(msg.find("tensor: external data: '" + location + "' " + why), std::string::npos) << msg;
+    EXPECT_NE(msg.find("external data must lie in the model's folder"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(tensor_error(external("w.bin"), dir), "no error");
+  EXPECT_EQ(tensor_error(external("./w.bin"), dir), "no error");
 }
 
 TEST(OnnxLoader, DeeplyNestedSubgraphsAreRefused) {
