@@ -28,6 +28,7 @@ struct BenchArgs {
   bool rounds_stdin = false;
   bool no_verify_hash = false;
   DeviceArgs device_args;
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
 };
 
 // This process's peak resident memory: VmHWM, which starts afresh at exec (getrusage's
@@ -96,6 +97,7 @@ void bench(const BenchArgs& a) {
   SessionOptions options;
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
+  options.max_loop_iterations = a.max_loop_iterations;
   Session session(std::move(model), options);
   for (int i = 0; i < a.warmup; i++) session.run(inputs);
   if (a.rounds_stdin) return serve_rounds(session, inputs);
@@ -165,6 +167,7 @@ void add_bench_command(CLI::App& app) {
                 "after the warm-up, read run counts from stdin, one per line, and answer each with a JSON "
                 "line of run times (for tools that alternate runtimes); the peak RSS at end of input");
   add_device_options(cmd, a.device_args);
+  add_loop_limit_option(cmd, a.max_loop_iterations);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { bench(a); });
 }

@@ -26,6 +26,7 @@ struct CheckArgs {
   bool fused = false;
   std::string json;
   int threads = 0;
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
   bool no_verify_hash = false;
 };
 
@@ -104,6 +105,7 @@ SessionOptions session_options(const CheckArgs& a, const Device& device) {
   SessionOptions o;
   o.threads = a.threads;
   o.plan.devices = {device};
+  o.max_loop_iterations = a.max_loop_iterations;
   if (!a.fused) {
     o.fusion = FusionOptions::none();
     o.fuse_qdq = false;
@@ -291,6 +293,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--json", a.json,
                   "also write the table, the first node out of tolerance and the worst as JSON");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
+  add_loop_limit_option(cmd, a.max_loop_iterations);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback(comparing_command([] { return check(a); }));
 }

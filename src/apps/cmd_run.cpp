@@ -17,6 +17,7 @@ struct RunArgs {
   std::string output_dir;
   int threads = 0;
   DeviceArgs device_args;
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
   bool no_verify_hash = false;
 };
 
@@ -42,6 +43,7 @@ void run(const RunArgs& a) {
   SessionOptions options;
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
+  options.max_loop_iterations = a.max_loop_iterations;
   Session session(load_model(a.model, {.verify_hash = !a.no_verify_hash}), options);
   for (auto& d : session.model().graph.inputs)
     if (d.kind != ValueKind::tensor)
@@ -84,6 +86,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("-o,--output-dir", a.output_dir, "write each output as DIR/OUTPUTNAME.npy");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   add_device_options(cmd, a.device_args);
+  add_loop_limit_option(cmd, a.max_loop_iterations);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check only sizes against the model's manifest");
   cmd->callback([] { run(a); });
 }

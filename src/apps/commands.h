@@ -43,6 +43,8 @@ struct DeviceArgs {
   std::vector<std::string> memory;
 };
 void add_device_options(CLI::App* cmd, DeviceArgs& args);
+// --max-loop-iterations N: the most iterations a model's Loop may run (0: no limit).
+void add_loop_limit_option(CLI::App* cmd, int64_t& max_loop_iterations);
 PlanOptions plan_options(const DeviceArgs& args);
 
 // "NAME=1x3x224x224" or "NAME=1,3,224,224" -> name and shape.

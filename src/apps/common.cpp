@@ -48,6 +48,14 @@ void add_device_options(CLI::App* cmd, DeviceArgs& args) {
                   "listed devices when it does not fit");
 }
 
+void add_loop_limit_option(CLI::App* cmd, int64_t& max_loop_iterations) {
+  cmd->add_option("--max-loop-iterations", max_loop_iterations,
+                  "the most iterations a Loop in the model may run: a larger trip count is refused before "
+                  "running, a longer conditional loop is stopped (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 PlanOptions plan_options(const DeviceArgs& args) {
   PlanOptions o;
   o.devices.clear();

@@ -41,6 +41,7 @@ void add_pipeline_options(CLI::App* cmd, PipelineArgs& a) {
   cmd->add_option("--size", a.size, "WxH: resize every image to exactly this (models with static shapes)");
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   add_device_options(cmd, a.device_args);
+  add_loop_limit_option(cmd, a.max_loop_iterations);
   cmd->add_flag("--no-verify-hash", a.no_verify_hash, "check manifest sizes only, not SHA-256");
 }
 
@@ -96,6 +97,7 @@ SessionOptions session_options(const PipelineArgs& a) {
   SessionOptions options;
   options.threads = a.threads;
   options.plan = plan_options(a.device_args);
+  options.max_loop_iterations = a.max_loop_iterations;
   return options;
 }
 

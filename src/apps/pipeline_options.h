@@ -25,6 +25,7 @@ struct PipelineArgs {
   std::string size;  // "WxH": fixed input size
   int threads = 0;
   DeviceArgs device_args;
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
   bool no_verify_hash = false;
 };
 

@@ -71,8 +71,9 @@ int64_t normalized(int64_t axis, size_t rank, const char* what) {
 
 }  // namespace
 
-ControlFlowRunner::ControlFlowRunner(const Model& parent, const Node& node, int threads)
-    : parent_(parent), node_(node), threads_(threads) {}
+ControlFlowRunner::ControlFlowRunner(const Model& parent, const Node& node, int threads,
+                                     int64_t max_loop_iterations)
+    : parent_(parent), node_(node), threads_(threads), max_loop_iterations_(max_loop_iterations) {}
 
 ControlFlowRunner::~ControlFlowRunner() = default;
 
@@ -92,6 +93,7 @@ ControlFlowRunner::Body& ControlFlowRunner::body(const std::string& attr) {
   b.outputs = sub.outputs;
   SessionOptions options;
   options.threads = threads_;
+  options.max_loop_iterations = max_loop_iterations_;
   options.check_declared_shapes = false;  // loop-carried values may change shape
   b.session = std::make_unique<Session>(std::move(child), options);
   return bodies_[attr] = std::move(b);
@@ -146,6 +148,11 @@ std::vector<Tensor> ControlFlowRunner::run_loop() {
   size_t scans = b.outputs.size() - 1 - carried;
   bool bounded = inputs_[0] != nullptr, conditional = inputs_[1] != nullptr;
   int64_t max_trips = bounded ? inputs_[0]->to_int64_vector().at(0) : 0;
+  bool limited = max_loop_iterations_ > 0;
+  if (limited && bounded && !conditional && max_trips > max_loop_iterations_)
+    fail("its trip count M is ", max_trips, ", more than the ", max_loop_iterations_,
+         " iterations a Loop may run; refused before running (raise --max-loop-iterations, or 0 for no limit, ",
+         "if the model really loops that long)");
   bool cond = conditional ? truth(*inputs_[1], "the condition") : true;
   std::vector<Tensor> state;
   for (size_t i = 0; i < carried; i++) {
@@ -154,6 +161,10 @@ std::vector<Tensor> ControlFlowRunner::run_loop() {
   }
   std::vector<std::vector<Tensor>> scanned(scans);
   for (int64_t i = 0; (!bounded || i < max_trips) && cond; i++) {
+    if (limited && i == max_loop_iterations_)
+      fail("its condition still holds after ", max_loop_iterations_,
+           " iterations, the most a Loop may run; stopped (raise --max-loop-iterations, or 0 for no limit, ",
+           "if the model really loops that long)");
     std::vector<Tensor> formal = {Tensor::scalar<int64_t>(i), Tensor::scalar<bool>(cond)};
     formal.insert(formal.end(), state.begin(), state.end());
     std::vector<Tensor> out = call(b, formal);

@@ -3,6 +3,7 @@
 // whose inputs are the subgraph's formal inputs and the outer-scope values it reads.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,9 +15,16 @@ namespace vlrt {
 
 class Session;
 
+// A Loop runs at most this many iterations unless a session allows more (--max-loop-iterations):
+// a model from outside cannot keep a run busy for ever. A trip count above it without a
+// condition is refused before the first iteration; a loop with a condition (exporters give
+// while loops a trip count of 2^63 - 1) is stopped when it reaches the limit.
+inline constexpr int64_t kDefaultMaxLoopIterations = 1'000'000;
+
 class ControlFlowRunner {
  public:
-  ControlFlowRunner(const Model& parent, const Node& node, int threads);
+  // max_loop_iterations: 0 for no limit.
+  ControlFlowRunner(const Model& parent, const Node& node, int threads, int64_t max_loop_iterations);
   ~ControlFlowRunner();
 
   // `inputs`: the node's inputs (nullptr: omitted), then the values of implicit_inputs(node)
@@ -41,6 +49,7 @@ class ControlFlowRunner {
   const Model& parent_;
   const Node& node_;
   int threads_;
+  int64_t max_loop_iterations_;
   std::map<std::string, Body> bodies_;  // by attribute name
   std::map<std::string, const Tensor*> outer_values_;  // the run in progress: implicit input values
   std::vector<const Tensor*> inputs_;                  // the run in progress: the node's inputs

@@ -46,7 +46,7 @@ using ValueObserver = std::function<void(const Node& node, const std::string& va
 
 class Executor {
  public:
-  Executor(const Model& model, int threads);
+  Executor(const Model& model, int threads, int64_t max_loop_iterations);
   ~Executor();
 
   // Puts the plan's constants on their devices and prepares each node's state; the
@@ -89,6 +89,7 @@ class Executor {
 
   const Model& model_;
   int threads_;
+  int64_t max_loop_iterations_;
   std::map<std::string, std::shared_ptr<Backend>> backends_;
   std::map<std::string, Arena> arenas_;
   // Initializers copied to devices that are not the host: device -> name -> tensor (kept across plans).

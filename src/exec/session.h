@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exec/branch_cache.h"
+#include "exec/control_flow.h"
 #include "exec/executor.h"
 #include "graph/graph.h"
 #include "passes/fusion.h"
@@ -39,6 +40,9 @@ struct SessionOptions {
   // distinct content and reused (exec/branch_cache.h); empty: none.
   std::vector<std::string> cached_inputs;
   size_t branch_cache_entries = 4;  // 0: the branch is found and timed, never cached
+  // A Loop whose trip count is larger is refused before running, one whose condition holds longer
+  // is stopped (0: no limit).
+  int64_t max_loop_iterations = kDefaultMaxLoopIterations;
 };
 
 class Session {

@@ -69,6 +69,38 @@ TEST(ControlFlow, IfOnDataReadsOuterScope) {
 
 TEST(ControlFlow, LoopWithCarriedValuesScanOutputsAndEarlyExit) { expect_matches_reference("loop"); }
 
+// A model's trip count is outside input: past the session's limit a loop without a condition is
+// refused before the first iteration, one with a condition is stopped at the limit.
+TEST(ControlFlow, LoopPastTheIterationLimitIsRefused) {
+  auto run_loop = [](int64_t trips, int64_t max_iterations, bool with_condition = true) {
+    Model m = load_onnx(fixture("loop.onnx"));
+    if (!with_condition) m.graph.nodes[0].inputs[1] = "";  // a for loop: M iterations
+    TensorMap inputs;
+    for (auto& in : m.graph.inputs) inputs[in.name] = read_npy(fixture("loop.in_" + in.name + ".npy"));
+    inputs["M"] = Tensor::scalar<int64_t>(trips);
+    SessionOptions options;
+    options.max_loop_iterations = max_iterations;
+    Session s(std::move(m), options);
+    try {
+      s.run(inputs);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string msg = run_loop(INT64_MAX, 4, false);
+  EXPECT_NE(msg.find("(Loop): its trip count M is 9223372036854775807, more than the 4 iterations a Loop may run; "
+                     "refused before running (raise --max-loop-iterations"),
+            std::string::npos) << msg;
+  msg = run_loop(5, 2);  // the body's condition holds for 3 iterations
+  EXPECT_NE(msg.find("(Loop): its condition still holds after 2 iterations, the most a Loop may run; stopped"),
+            std::string::npos) << msg;
+  EXPECT_EQ(run_loop(5, 3), "no error");
+  EXPECT_EQ(run_loop(INT64_MAX, 3), "no error");  // a while loop: the condition ends it
+  EXPECT_EQ(run_loop(5, 5, false), "no error");
+  EXPECT_EQ(run_loop(INT64_MAX, 0), "no error");  // 0: no limit
+}
+
 TEST(ControlFlow, IfNestedInLoop) { expect_matches_reference("loop_nested_if"); }
 
 TEST(ControlFlow, ScanForwardAndReverseWithAxes) { expect_matches_reference("scan"); }

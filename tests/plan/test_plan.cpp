@@ -129,7 +129,7 @@ TEST(Plan, KernelFedTensorFromAnotherDeviceIsCaught) {
       step.device = parse_device("cpu:1");
       break;
     }
-  Executor ex(s.model(), 1);
+  Executor ex(s.model(), 1, kDefaultMaxLoopIterations);
   try {
     ex.run(broken, ex.prepare(s.infer(signature_of(in)), broken), in);
     FAIL() << "expected the device check to fail";
