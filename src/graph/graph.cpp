@@ -1,5 +1,6 @@
 #include "graph/graph.h"
 
+#include <unordered_map>
 #include <unordered_set>
 
 namespace vlrt {
@@ -132,6 +133,21 @@ void topo_sort(Graph& g, const std::vector<std::string>& outer) {
   std::unordered_set<std::string> ready(outer.begin(), outer.end());
   for (auto& v : g.inputs) ready.insert(v.name);
   for (auto& [name, t] : g.initializers) ready.insert(name);
+  // Every value is defined once (ONNX graphs are in SSA form): a second definition would make
+  // which of the two a reader sees depend on the order nodes run in.
+  std::unordered_map<std::string, const Node*> producer;
+  for (auto& n : g.nodes)
+    for (auto& o : n.outputs) {
+      if (o.empty()) continue;
+      if (auto [it, fresh] = producer.emplace(o, &n); !fresh)
+        fail(n.label(), ": its output '", o, "' is also the output of ", it->second->label(),
+             "; every value must be defined once (re-export the model, or rename one of them)");
+      bool graph_input = false;
+      for (auto& v : g.inputs) graph_input = graph_input || v.name == o;
+      if (graph_input || g.initializers.count(o))
+        fail(n.label(), ": its output '", o, "' is also ", graph_input ? "a graph input" : "an initializer",
+             "; every value must be defined once (re-export the model, or rename one of them)");
+    }
   ready.insert("");
   // Subgraphs first: each may read anything its enclosing graphs define.
   bool nested = false;
@@ -192,7 +208,12 @@ void topo_sort(Graph& g, const std::vector<std::string>& outer) {
         }
       }
     }
-    fail("the graph has a cycle (", g.nodes.size() - sorted.size(), " nodes cannot be ordered)");
+    std::string stuck;
+    size_t named = 0;
+    for (size_t i = 0; i < g.nodes.size() && named < 3; i++)
+      if (!done[i]) stuck += cat(named++ ? ", " : "", g.nodes[i].label());
+    fail("the graph has a cycle: ", g.nodes.size() - sorted.size(),
+         " nodes cannot be ordered (in a cycle, or reading from one), among them ", stuck);
   }
   if (!outer.empty())
     for (auto& o : g.outputs)

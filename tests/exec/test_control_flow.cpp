@@ -191,8 +191,38 @@ TEST(ControlFlow, CyclicSubgraphFailsNamingNodeAndSubgraph) {
     std::string msg = e.what();
     EXPECT_NE(msg.find("the_if"), std::string::npos) << msg;
     EXPECT_NE(msg.find("else_branch"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("cycle"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cycle: 2 nodes cannot be ordered (in a cycle, or reading from one), among them node 'a' "
+                       "(Relu), node 'b' (Relu)"),
+              std::string::npos) << msg;
   }
+}
+
+// ONNX graphs define each value once; a second definition (a node's output, a graph input or an
+// initializer) is a load error naming both.
+TEST(ControlFlow, ValuesDefinedTwiceAreRefused) {
+  auto error_of = [](Graph g) {
+    g.inputs = {ValueDecl{"x", DType::f32, true, {}}};
+    g.initializers["w"] = Tensor::scalar<float>(1);
+    try {
+      topo_sort(g);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Graph twice;
+  twice.nodes = {make_node("a", "Relu", {"x"}, {"y"}), make_node("b", "Neg", {"x"}, {"y"})};
+  EXPECT_EQ(error_of(twice), "node 'b' (Neg): its output 'y' is also the output of node 'a' (Relu); every value "
+                             "must be defined once (re-export the model, or rename one of them)");
+  Graph input;
+  input.nodes = {make_node("a", "Relu", {"x"}, {"x"})};
+  EXPECT_NE(error_of(input).find("node 'a' (Relu): its output 'x' is also a graph input"), std::string::npos);
+  Graph initializer;
+  initializer.nodes = {make_node("a", "Relu", {"x"}, {"w"})};
+  EXPECT_NE(error_of(initializer).find("node 'a' (Relu): its output 'w' is also an initializer"), std::string::npos);
+  Graph fine;
+  fine.nodes = {make_node("a", "Relu", {"x"}, {"y"}), make_node("b", "Neg", {"y"}, {"z", ""})};
+  EXPECT_EQ(error_of(fine), "no error");
 }
 
 TEST(ControlFlow, UnsupportedOpInsideASubgraphIsReported) {
