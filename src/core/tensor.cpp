@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -66,7 +69,21 @@ Buffer::~Buffer() {
 
 namespace {
 
+// The machine's physical memory: a request above it is refused before asking the allocator,
+// which (with the kernel's overcommit) could hand out pages that do not exist and let the process
+// be killed when it touches them.
+size_t physical_memory() {
+  static const size_t bytes = [] {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : SIZE_MAX;
+  }();
+  return bytes;
+}
+
 void* host_memory(size_t bytes) {
+  if (bytes > physical_memory())
+    fail("needs ", bytes, " bytes of host memory, more than this machine's ", physical_memory(),
+         " bytes; refused before allocating (is a shape in the model or its inputs far larger than meant?)");
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);

@@ -115,7 +115,13 @@ Tensor Executor::allocate(const Plan& plan, int slot, DType dtype, const Shape& 
   const Slot& s = plan.slots[size_t(slot)];
   Lane& lane = lanes_[s.lane];
   size_t bytes = size_t(shape_numel(shape)) * dtype_size(dtype);
-  if (s.dynamic || bytes == 0) return Tensor(dtype, shape, lane.backend->allocate(bytes), 0);
+  if (s.dynamic || bytes == 0) {
+    try {
+      return Tensor(dtype, shape, lane.backend->allocate(bytes), 0);
+    } catch (const Error& e) {
+      fail(what, " '", s.value, "' (", dtype_name(dtype), shape_str(shape), ") on ", s.device.str(), ": ", e.what());
+    }
+  }
   if (bytes > s.bytes)
     fail("internal error: ", what, " '", s.value, "' needs ", bytes, " bytes on ", s.device.str(),
          " but the plan reserved ", s.bytes);
@@ -200,7 +206,11 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
       continue;
     }
     bool host_value = s.dynamic && dynamic_info[i].kind != ValueKind::tensor;
-    out = host_value ? Tensor{} : allocate(plan, k, dtype, shape, "output");  // a sequence: the kernel makes it
+    try {
+      out = host_value ? Tensor{} : allocate(plan, k, dtype, shape, "output");  // a sequence: the kernel makes it
+    } catch (const Error& e) {
+      fail(node.label(), ": ", e.what());
+    }
     outs[i] = &out;
     kernel_needed = true;
   }

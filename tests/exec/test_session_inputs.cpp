@@ -45,5 +45,25 @@ TEST(SessionInputs, FixedDimsRankAndDtypeStillMustMatch) {
             std::string::npos);
 }
 
+// A shape taken from input data is outside input too: an output larger than the machine's memory
+// is refused before allocating, naming the node, the value and its shape.
+TEST(SessionInputs, OutputLargerThanTheMachineIsRefusedNamingTheNode) {
+  Node n = make_node("ConstantOfShape", 1, 1);
+  Session s(one_node_model(n, 17, {i64({1, 1, 1}, {3})}));
+  try {
+    s.run({{"in0", i64({1000000, 1000000, 1000}, {3})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("node 'n' (ConstantOfShape)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'out0' (float32[1000000,1000000,1000]) on cpu: needs 4000000000000000 bytes of host memory, "
+                       "more than this machine's "),
+              std::string::npos) << msg;
+    EXPECT_NE(msg.find("refused before allocating"), std::string::npos) << msg;
+  }
+  TensorMap out = s.run({{"in0", i64({2, 1, 1}, {3})}});  // the session still runs
+  EXPECT_EQ(out.at("out0").shape(), (Shape{2, 1, 1}));
+}
+
 }  // namespace
 }  // namespace vlrt::test
