@@ -102,9 +102,23 @@ nlohmann::json report_json(const serve::LoadReport& r) {
                       {"no_response", r.failed},
                       {"mean_batch_size", r.mean_batch_size},
                       {"server_rss_before", r.rss_before},
-                      {"server_rss_after", r.rss_after}};
-  j["statuses"] = nlohmann::json::object();
-  for (auto& [status, n] : r.statuses) j["statuses"][std::to_string(status)] = n;
+                      {"server_rss_after", r.rss_after},
+                      {"retry_after_503s", r.retry_after}};
+  auto statuses = [](const std::map<int, int64_t>& counts) {
+    nlohmann::json s = nlohmann::json::object();
+    for (auto& [status, n] : counts) s[std::to_string(status)] = n;
+    return s;
+  };
+  j["statuses"] = statuses(r.statuses);
+  if (r.windows.empty()) return j;
+  j["windows"] = nlohmann::json::array();
+  for (const serve::LoadWindow& w : r.windows)
+    j["windows"].push_back({{"start_s", w.start_s}, {"end_s", w.end_s}, {"responses", w.responses},
+                            {"no_response", w.failed}, {"statuses", statuses(w.statuses)},
+                            {"retry_after_503s", w.retry_after}, {"p50_ms", w.p50_ms}, {"p99_ms", w.p99_ms},
+                            {"server_rss", w.server_rss}});
+  serve::SoakDrift d = serve::soak_drift(r);
+  if (d.first) j["drift"] = {{"p99_change", d.p99_change}, {"rss_growth", d.rss_growth}};
   return j;
 }
 
@@ -164,9 +178,15 @@ void loadtest(LoadtestArgs& a) {
     a.o.image = ss.str();
   }
   if (a.compare_batching) return compare_batching(a);
+  if (a.o.duration > 0 && a.o.window == 0) a.o.window = 60;
+  a.o.progress = a.o.window > 0 && !a.json;
+  if (!a.json && a.o.duration > 0)
+    std::fprintf(stderr, "soak: %d clients for %.0f s against %s%s\n", a.o.clients, a.o.duration, a.o.url.c_str(),
+                 a.o.rate > 0 ? cat(" at ", a.o.rate, " requests/s").c_str() : "");
   serve::LoadReport r = serve::run_load(a.o);
   if (!a.json) {
-    std::printf("%d clients x %d requests -> %s\n%s", a.o.clients, a.o.requests, a.o.url.c_str(),
+    std::string what = a.o.duration > 0 ? cat(a.o.duration, " s") : cat(a.o.requests, " requests");
+    std::printf("%d clients x %s -> %s\n%s", a.o.clients, what.c_str(), a.o.url.c_str(),
                 serve::format_report(r).c_str());
     return;
   }
@@ -194,6 +214,18 @@ void add_loadtest_command(CLI::App& app) {
   cmd->add_option("--max-seconds", a.o.max_seconds, "stop sending after this long")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
+  cmd->add_option("--duration", a.o.duration,
+                  "a soak: every client sends until this many seconds have passed (--requests and --max-seconds "
+                  "are then no limit)")
+      ->check(CLI::Range(1.0, 7.0 * 86400));
+  cmd->add_option("--rate", a.o.rate,
+                  "requests per second over all clients, each on its own schedule (default: each client sends "
+                  "when answered); above what the server sustains, the excess gets 503 with Retry-After")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--window", a.o.window,
+                  "report each window of this many seconds (latency, statuses, the server's RSS) and the drift "
+                  "from the first to the last (default with --duration: 60)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", a.json, "print one JSON object");
   cmd->add_flag(
       "--compare-batching", a.compare_batching,

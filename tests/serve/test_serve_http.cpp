@@ -482,4 +482,41 @@ TEST(ServeLoadtest, RunsBoundedAndRefusesOtherHosts) {
   EXPECT_FALSE(serve::is_loopback_host("128.0.0.1"));
 }
 
+// A soak: clients send until the duration ends; each window reports its own responses, latency and
+// the server's memory, and the drift from the first to the last. A rate caps what is sent.
+TEST(ServeLoadtest, DurationRunsReportWindowsAndRateCapsTheSchedule) {
+  test::TestServer s;
+  serve::LoadOptions o;
+  o.url = "http://127.0.0.1:" + std::to_string(s.port);
+  o.image = test::png_bytes(64, 48);
+  o.clients = 2;
+  o.requests = 1;  // no limit with a duration
+  o.duration = 1;
+  o.window = 0.5;
+  serve::LoadReport r = serve::run_load(o);
+  EXPECT_GT(r.sent, 2);
+  EXPECT_EQ(r.failed, 0);
+  ASSERT_EQ(r.windows.size(), 2u);
+  int64_t answered = 0;
+  for (auto& w : r.windows) {
+    EXPECT_GT(w.statuses[200], 0);
+    EXPECT_GT(w.p99_ms, 0);
+    EXPECT_GE(w.p99_ms, w.p50_ms);
+    EXPECT_GT(w.server_rss, 0);
+    answered += w.responses;
+  }
+  EXPECT_EQ(answered, r.sent);
+  EXPECT_EQ(r.windows[1].start_s, 0.5);
+  EXPECT_EQ(r.windows[1].end_s, 1);
+  serve::SoakDrift d = serve::soak_drift(r);
+  ASSERT_TRUE(d.first && d.last);
+  EXPECT_EQ(d.last, &r.windows[1]);
+  EXPECT_NE(serve::format_report(r).find("drift, window 0-0.5 s to 0.5-1 s: p99 "), std::string::npos);
+
+  o.rate = 10;  // 10 requests due within 1 s
+  r = serve::run_load(o);
+  EXPECT_LE(r.sent, 10);
+  EXPECT_GT(r.sent, 0);
+}
+
 }  // namespace vlrt
