@@ -8,6 +8,7 @@ in the frames the two models see, made in parallel and cached in one .npz per (s
   sam_sizes   int32 [n, 2]                      the resized (height, width)
   sam_labels  uint8 [n, SAM_SIZE, SAM_SIZE]     object k+1's visible pixels (0: background)
   sam_boxes   float32 [m, 6]                    scene, object k+1, box x1 y1 x2 y2 in that frame
+  box_labels  int32 [m]                         the index in scenes.LABELS of each sam_boxes row's object
 
 Both resizes are PIL's bilinear filter, as vlrt's image pipelines resize.
 """
@@ -53,15 +54,15 @@ def _one(args):
     label_map = np.zeros((SAM_SIZE, SAM_SIZE), np.uint8)
     label_map[:rh, :rw] = np.argmax(np.stack(soft), axis=0)
     sx, sy = rw / w, rh / h
-    boxes = [[0, k + 1, o["box"][0] * sx, o["box"][1] * sy, o["box"][2] * sx, o["box"][3] * sy]
-             for k, o in enumerate(ann["objects"]) if masks[k].any()]
+    boxes = [[0, k + 1, o["box"][0] * sx, o["box"][1] * sy, o["box"][2] * sx, o["box"][3] * sy,
+              LABEL_INDEX[o["label"]]] for k, o in enumerate(ann["objects"]) if masks[k].any()]
     return tag, labels, sam, (rh, rw), label_map, boxes
 
 
 def scene_data(seed, count, cache_dir, processes=2):
     """The arrays above for scenes 0..count-1 of `seed`, from cache_dir when made before."""
     os.makedirs(cache_dir, exist_ok=True)
-    path = os.path.join(cache_dir, f"demo_data_{seed}_{count}_{TAG_SIZE}_{SAM_SIZE}.npz")
+    path = os.path.join(cache_dir, f"demo_data_v2_{seed}_{count}_{TAG_SIZE}_{SAM_SIZE}.npz")
     if os.path.exists(path):
         return dict(np.load(path))
     items = []
@@ -73,12 +74,13 @@ def scene_data(seed, count, cache_dir, processes=2):
     boxes = []
     for n, item in enumerate(items):
         for b in item[5]:
-            boxes.append([n] + b[1:])
+            boxes.append([n] + b[1:6] + [b[6]])
     data = {"tag_images": np.stack([t[0] for t in items]), "tag_labels": np.stack([t[1] for t in items]),
             "sam_images": np.stack([t[2] for t in items]),
             "sam_sizes": np.array([t[3] for t in items], np.int32),
             "sam_labels": np.stack([t[4] for t in items]),
-            "sam_boxes": np.array(boxes, np.float32).reshape(-1, 6)}
+            "sam_boxes": np.array([b[:6] for b in boxes], np.float32).reshape(-1, 6),
+            "box_labels": np.array([b[6] for b in boxes], np.int32)}
     np.savez(path + ".part.npz", **data)
     os.replace(path + ".part.npz", path)
     return data

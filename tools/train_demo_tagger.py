@@ -7,10 +7,10 @@ tools/scenes.py are in an image, with the RAM contract vlrt's `tag` pipeline run
 The model is a small CNN whose last layer scores every label at every cell of a stride-16 map;
 an image's logit for a label is a smooth maximum over the cells, so colour and shape have to be found
 at the same place. Besides the image's labels, the cell holding each object's centre is trained
-to score the object's label (focal loss), when the label is known from the object's colour. Training scenes are seed 1234 of tools/scenes.py; the tag threshold is chosen
+to score the object's label (focal loss). Training scenes are seed 1234 of tools/scenes.py; the tag threshold is chosen
 on seed 555 (best micro F1), so any other seed is held out.
 
-    nice /usr/bin/python3 tools/train_demo_tagger.py                    # ~15 min at 1 thread
+    nice /usr/bin/python3 tools/train_demo_tagger.py --threads 2        # ~50 min on 2 cores
     nice /usr/bin/python3 tools/train_demo_tagger.py --steps 20 --out /tmp/t   # smoke test
 """
 import argparse
@@ -44,9 +44,9 @@ def conv_bn(cin, cout, stride=1, kernel=3):
 class DemoTagger(nn.Module):
     def __init__(self, labels=len(scenes.LABELS)):
         super().__init__()
-        self.features = nn.Sequential(conv_bn(3, 16, 2), conv_bn(16, 24, 2), conv_bn(24, 48, 2), conv_bn(48, 48),
-                                      conv_bn(48, 96, 2), conv_bn(96, 96))
-        self.scores = nn.Conv2d(96, labels, 1)
+        self.features = nn.Sequential(conv_bn(3, 24, 2), conv_bn(24, 32, 2), conv_bn(32, 48), conv_bn(48, 64, 2),
+                                      conv_bn(64, 64), conv_bn(64, 128, 2), conv_bn(128, 128), conv_bn(128, 128))
+        self.scores = nn.Conv2d(128, labels, 1)
         nn.init.constant_(self.scores.bias, -4.6)  # a probability of 0.01 at every cell
 
     def cell_scores(self, image):
@@ -65,33 +65,18 @@ class DemoTagger(nn.Module):
 
 
 def centre_targets(data, cells=demo_data.TAG_SIZE // 16):
-    """[n,64,16,16]: 1 at the cell holding each object's box centre, in the tagger's square frame
-    (the boxes are given in the SAM frame: longest side 256, aspect kept)."""
+    """[n,64,16,16]: 1 at the cell holding each object's box centre for the object's label, in
+    the tagger's square frame (the boxes are given in the SAM frame: longest side 256, aspect
+    kept)."""
     t = np.zeros((len(data["tag_images"]), len(scenes.LABELS), cells, cells), np.float32)
     sizes = data["sam_sizes"]
-    for scene, k, x1, y1, x2, y2 in data["sam_boxes"]:
+    for (scene, _, x1, y1, x2, y2), label in zip(data["sam_boxes"], data["box_labels"]):
         scene = int(scene)
         rh, rw = sizes[scene]
         cx = (x1 + x2) / 2 * demo_data.TAG_SIZE / rw
         cy = (y1 + y2) / 2 * demo_data.TAG_SIZE / rh
-        label = object_label(data, scene, int(k))
-        if label is not None:
-            t[scene, label, min(cells - 1, int(cy // 16)), min(cells - 1, int(cx // 16))] = 1
+        t[scene, int(label), min(cells - 1, int(cy // 16)), min(cells - 1, int(cx // 16))] = 1
     return t
-
-
-def object_label(data, scene, k):
-    """The label of object k of a scene: its colour from its pixels (the median, nearest of
-    scenes.COLOURS), its shape the one present label of that colour; None when the scene has
-    several labels of that colour."""
-    pixels = data["sam_images"][scene][data["sam_labels"][scene] == k]
-    if len(pixels) == 0:
-        return None
-    median = np.median(pixels.astype(np.float32), axis=0)
-    names = list(scenes.COLOURS)
-    colour = names[int(np.argmin([np.sum((median - np.array(c)) ** 2) for c in scenes.COLOURS.values()]))]
-    present = [i for i in np.nonzero(data["tag_labels"][scene])[0] if scenes.LABELS[i].startswith(colour + " ")]
-    return int(present[0]) if len(present) == 1 else None
 
 
 def focal_loss(logits, target, alpha=0.25, gamma=2.0):
@@ -146,9 +131,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "demo-tagger"))
     ap.add_argument("--cache", default=os.path.join(ROOT, "out", "demo-data"), help="generated scenes")
-    ap.add_argument("--scenes", type=int, default=1200)
-    ap.add_argument("--steps", type=int, default=2500)
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--scenes", type=int, default=6000)
+    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
