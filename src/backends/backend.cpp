@@ -105,14 +105,11 @@ std::vector<Tensor> run_node(Backend& b, const Node& node, int64_t opset, const 
     return outputs;
   } catch (const ShapeDeferred&) {
     fail(node_context(node, inputs), ": shape inference needs a value that is not available");
-  } catch (const Unsupported& e) {
-    std::string msg = e.what();
-    if (msg.rfind(node.label(), 0) == 0) throw;
-    throw Unsupported(cat(node_context(node, inputs), ": ", msg));
   } catch (const Error& e) {
     std::string msg = e.what();
+    if (dynamic_cast<const Unsupported*>(&e) && msg.rfind(node.label(), 0) == 0) throw;
     if (msg.rfind(node.label(), 0) == 0) msg = msg.substr(node.label().size() + 2);
-    throw Error(cat(node_context(node, inputs), ": ", msg));
+    rethrow_as(e, cat(node_context(node, inputs), ": ", msg));
   }
 }
 

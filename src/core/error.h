@@ -31,6 +31,22 @@ class Unsupported : public Error {
   explicit Unsupported(const std::string& msg) : Error(msg) {}
 };
 
+// Memory ran out (or an allocation was made to fail: VLRT_FAIL_ALLOCATION). What tries a thing
+// and falls back on an Error (a fusion, a plan within caps) lets this one through: running out of
+// memory is reported, not worked around.
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& msg) : Error(msg) {}
+};
+
+// Throws an error of e's kind (Error, Unsupported or OutOfMemory) with `message`: context added on
+// the way up keeps what a caller acts on.
+[[noreturn]] inline void rethrow_as(const Error& e, const std::string& message) {
+  if (dynamic_cast<const OutOfMemory*>(&e)) throw OutOfMemory(message);
+  if (dynamic_cast<const Unsupported*>(&e)) throw Unsupported(message);
+  throw Error(message);
+}
+
 template <class... Args> [[noreturn]] void fail(const Args&... args) { throw Error(cat(args...)); }
 template <class... Args> [[noreturn]] void unsupported(const Args&... args) {
   throw Unsupported(cat(args...));

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -80,18 +81,32 @@ size_t physical_memory() {
   return bytes;
 }
 
+std::atomic<int64_t> allocations{0};
+std::atomic<int64_t> failing_allocation{[] {
+  const char* n = std::getenv("VLRT_FAIL_ALLOCATION");
+  return n ? std::strtoll(n, nullptr, 10) : 0;
+}()};
+
 void* host_memory(size_t bytes) {
+  int64_t k = ++allocations;
+  if (k == failing_allocation.load())
+    throw OutOfMemory(
+        cat("out of host memory allocating ", bytes, " bytes (allocation ", k, ", failed on purpose: VLRT_FAIL_ALLOCATION)"));
   if (bytes > physical_memory())
-    fail("needs ", bytes, " bytes of host memory, more than this machine's ", physical_memory(),
-         " bytes; refused before allocating (is a shape in the model or its inputs far larger than meant?)");
+    throw OutOfMemory(cat("needs ", bytes, " bytes of host memory, more than this machine's ", physical_memory(),
+         " bytes; refused before allocating (is a shape in the model or its inputs far larger than meant?)"));
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail("out of host memory allocating ", bytes, " bytes");
+  if (!p) throw OutOfMemory(cat("out of host memory allocating ", bytes, " bytes"));
   return p;
 }
 
 }  // namespace
+
+void fail_host_allocation(int64_t n) { failing_allocation = n > 0 ? allocations.load() + n : 0; }
+
+int64_t host_allocations() { return allocations.load(); }
 
 std::shared_ptr<Buffer> host_alloc(size_t bytes) {
   auto b = std::make_shared<Buffer>();

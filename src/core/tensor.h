@@ -142,7 +142,15 @@ class Tensor {
   size_t offset_ = 0;
 };
 
-// Host buffer, 64-byte aligned.
+// Host buffer, 64-byte aligned. Every tensor, arena, cache and scratch block of the CPU backend
+// comes from here.
 std::shared_ptr<Buffer> host_alloc(size_t bytes);
+
+// Out-of-memory tests: the n-th host_alloc from now (1: the next) fails as memory running out
+// would, and the ones after it succeed again; 0 turns it off. VLRT_FAIL_ALLOCATION=n in the
+// environment sets it at start (counted from the program's first allocation).
+void fail_host_allocation(int64_t n);
+// Host allocations made so far, in this process.
+int64_t host_allocations();
 
 }  // namespace vlrt

@@ -119,7 +119,8 @@ Tensor Executor::allocate(const Plan& plan, int slot, DType dtype, const Shape& 
     try {
       return Tensor(dtype, shape, lane.backend->allocate(bytes), 0);
     } catch (const Error& e) {
-      fail(what, " '", s.value, "' (", dtype_name(dtype), shape_str(shape), ") on ", s.device.str(), ": ", e.what());
+      rethrow_as(e, cat(what, " '", s.value, "' (", dtype_name(dtype), shape_str(shape), ") on ", s.device.str(), ": ",
+                        e.what()));
     }
   }
   if (bytes > s.bytes)
@@ -209,7 +210,7 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
     try {
       out = host_value ? Tensor{} : allocate(plan, k, dtype, shape, "output");  // a sequence: the kernel makes it
     } catch (const Error& e) {
-      fail(node.label(), ": ", e.what());
+      rethrow_as(e, cat(node.label(), ": ", e.what()));
     }
     outs[i] = &out;
     kernel_needed = true;
@@ -227,7 +228,7 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
   } catch (const Error& e) {
     std::string msg = e.what();
     if (msg.rfind(node.label(), 0) == 0) throw;
-    throw Error(cat(node_context(node, ins), " on ", s.device.str(), ": ", msg));
+    rethrow_as(e, cat(node_context(node, ins), " on ", s.device.str(), ": ", msg));
   }
 }
 
@@ -244,12 +245,9 @@ void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepa
   std::vector<Tensor> outs;
   try {
     outs = runner->run(ins);
-  } catch (const Unsupported& e) {
-    std::string msg = e.what();
-    throw Unsupported(msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
   } catch (const Error& e) {
     std::string msg = e.what();
-    throw Error(msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
+    rethrow_as(e, msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
   }
   if (profile_) {
     OpProfile& p = (*profile_)[node.op_type];

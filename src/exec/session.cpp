@@ -51,7 +51,7 @@ Session::Session(Model model, SessionOptions options)
     for (auto& [rewrite, n] : qdq_fusion_) qdq.push_back({"QDQ " + rewrite, n});
     fusion_report_.insert(fusion_report_.begin(), qdq.begin(), qdq.end());
   } catch (const Error& e) {
-    throw Error(cat(model_.path, ": ", e.what()));
+    rethrow_as(e, cat(model_.path, ": ", e.what()));
   }
 }
 

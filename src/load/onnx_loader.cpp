@@ -308,10 +308,8 @@ Node parse_node(ProtoReader r, const Source& src) {
           n.attrs[name] = std::move(a);
         } catch (const Truncated&) {
           throw;
-        } catch (const Unsupported& e) {
-          throw Unsupported(cat(n.label(), ": attribute '", name, "': ", e.what()));
         } catch (const Error& e) {
-          fail(n.label(), ": attribute '", name, "': ", e.what());
+          rethrow_as(e, cat(n.label(), ": attribute '", name, "': ", e.what()));
         }
         break;
       }
@@ -495,6 +493,8 @@ Model load_onnx(const std::string& path) {
   } catch (const Truncated& e) {
     fail(path, ": the file is truncated (", data.size(), " bytes; ", e.what(),
          "). Download or export it again; `vlrt verify` checks a model against its manifest.");
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory(cat(path, ": ", e.what()));
   } catch (const Unsupported& e) {
     throw Unsupported(cat(path, ": ", e.what()));
   } catch (const Error& e) {
@@ -506,7 +506,7 @@ Model load_onnx(const std::string& path) {
   try {
     topo_sort(m.graph);
   } catch (const Error& e) {
-    fail(path, ": ", e.what());
+    rethrow_as(e, cat(path, ": ", e.what()));
   }
   return m;
 }

@@ -42,7 +42,7 @@ std::vector<ValueInfo> infer_subgraph(const Graph& g, const std::string& what, i
       } catch (const ShapeDeferred&) {
         outs.assign(node.outputs.size(), ValueInfo{});
       } catch (const Error& e) {
-        fail(what, ": ", e.what());
+        rethrow_as(e, cat(what, ": ", e.what()));
       }
     }
     for (size_t i = 0; i < node.outputs.size(); i++)

@@ -127,10 +127,8 @@ std::vector<ValueInfo> infer_node(const Node& node, int64_t opset, const std::ve
     schema->infer(ctx);
   } catch (const ShapeDeferred&) {
     throw;
-  } catch (const Unsupported& e) {
-    throw Unsupported(cat(node.label(), ": ", e.what()));
   } catch (const Error& e) {
-    throw Error(cat(node.label(), ": ", e.what()));
+    rethrow_as(e, cat(node.label(), ": ", e.what()));
   }
   return std::move(ctx.outputs);
 }

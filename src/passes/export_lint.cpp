@@ -193,10 +193,14 @@ class Linter {
     sizes_ = kProbeSizes;
     try {
       base = probe(model_, host_, "", sizes_);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& first) {
       sizes_ = kFallbackSizes;
       try {
         base = probe(model_, host_, "", sizes_);
+      } catch (const OutOfMemory&) {
+        throw;
       } catch (const Error& e) {
         report_.notes.push_back(cat("shape inference fails with every dynamic dimension at ", kProbeSizes.base,
                                     " and at ", kFallbackSizes.base, ", so the export lint did not run: ",
@@ -218,6 +222,8 @@ class Linter {
       try {
         lint_reshapes(dim, {sizes_.base, alt}, base, probe(model_, host_, dim.key, {sizes_.base, alt}), "");
         break;
+      } catch (const OutOfMemory&) {
+        throw;
       } catch (const Error& e) {
         if (failure.empty()) failure = e.what();
       }
@@ -342,6 +348,8 @@ class Linter {
     if (node) {
       try {
         if (lint_reshapes(dim, sizes_, base, probe_upstream(dim, *node), failure) > 0) return;
+      } catch (const OutOfMemory&) {
+        throw;
       } catch (const Error&) {
         // A subgraph reading an outer value whose producer is not upstream: the failure alone.
       }

@@ -26,6 +26,8 @@ ShapeFacts::ShapeFacts(const Model& model, Backend& host) {
     }
     try {
       probes_[p] = infer_shapes(model, inputs, host);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error&) {
       probes_[0].reset();
       probes_[1].reset();

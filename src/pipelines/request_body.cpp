@@ -36,6 +36,8 @@ nlohmann::json parse_json_object(std::string_view body) {
 std::string decode_base64_field(const std::string& field, const std::string& text) {
   try {
     return base64_decode(text);
+  } catch (const OutOfMemory&) {
+    throw;
   } catch (const Error& e) {
     refuse(400, "'", field, "' is ", e.what());
   }

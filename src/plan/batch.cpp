@@ -20,6 +20,8 @@ BatchSizing size_batches(const PlanForBatch& plan_for, const BudgetFn& budget, i
       }
     } catch (const Unsupported&) {
       throw;
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error&) {
       p.fits = false;  // could not be planned within the caps
     }

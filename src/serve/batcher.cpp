@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <exception>
+#include <new>
+
+#include "core/error.h"
 
 namespace vlrt::serve {
 
@@ -74,12 +77,25 @@ void Batcher::worker() {
     size_t limit = 1;
     if (!head->key.empty()) {
       lk.unlock();
+      std::string out_of_memory;
       try {
         limit = size_t(std::max<int64_t>(1, limit_(*head)));
+      } catch (const OutOfMemory& e) {
+        out_of_memory = e.what();
       } catch (const std::exception&) {
         limit = 1;  // the run itself will report what is wrong
       }
       lk.lock();
+      if (!out_of_memory.empty()) {  // no memory to plan its batch: this request gets a 503
+        if (auto it = std::find(queue_.begin(), queue_.end(), head); it != queue_.end()) queue_.erase(it);
+        if (on_depth_) on_depth_(queue_.size());
+        if (!head->finished_by(Clock::now())) {
+          head->status = 503;
+          head->error = "out of memory: " + out_of_memory;
+          head->finish();
+        }
+        continue;
+      }
     }
     // Wait for a full batch, but never longer than the delay after the oldest arrived;
     // when draining, take what is there.
@@ -112,10 +128,12 @@ void Batcher::worker() {
     try {
       run_(batch);
     } catch (const std::exception& e) {
+      // Memory running out is the server's state, not a bug: 503, try again.
+      bool memory = dynamic_cast<const OutOfMemory*>(&e) || dynamic_cast<const std::bad_alloc*>(&e);
       for (auto& j : batch) {
         if (j->finished_by(Clock::now())) continue;
-        j->status = 500;
-        j->error = std::string("internal error: ") + e.what();
+        j->status = memory ? 503 : 500;
+        j->error = std::string(memory ? "out of memory: " : "internal error: ") + e.what();
         j->finish();
       }
     }

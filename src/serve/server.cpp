@@ -31,6 +31,14 @@ using nlohmann::json;
 
 namespace {
 
+// A failed run's status and message: memory running out is the server's state (503: try again,
+// with Retry-After), anything else a failure of the run (500).
+void fail_job(Job& job, const Error& e) {
+  bool memory = dynamic_cast<const OutOfMemory*>(&e);
+  job.status = memory ? 503 : 500;
+  job.error = cat(memory ? "out of memory: " : "inference failed: ", e.what());
+}
+
 // HTTPS: httplib's SSLServer with a thread pool; the slow-client guard (connections.h) covers
 // plain HTTP only. httplib listens with a backlog of 5: listen() on a listening socket only
 // resizes it (the socket is a protected member of httplib::Server).
@@ -204,6 +212,7 @@ void Server::setup(const std::string& model_path, double load_seconds) {
   metrics_.gauge("vlrt_model_load_seconds", "Seconds to load, verify and plan the model.");
   metrics_.gauge("vlrt_max_batch", "The --max-batch cap (0: the memory plan decides per input size).");
   metrics_.gauge("process_resident_memory_bytes", "Resident memory of the server process.");
+  metrics_.gauge("vlrt_host_allocations_total", "Host memory blocks allocated since start (tensors, arenas, caches).");
   metrics_.set("vlrt_model_info", {{"model", model_name_}, {"path", model_path}}, 1);
   metrics_.set("vlrt_model_load_seconds", {{"model", model_name_}}, load_seconds);
   metrics_.set("vlrt_max_batch", {}, double(options_.max_batch));
@@ -334,6 +343,9 @@ void Server::add_chat_routes() {
     } catch (const RequestError& e) {
       if (e.status() >= 500) accepted_++, failed_++;  // a 4xx never reached the model
       return reply_openai_error(res, e.status(), e.what());
+    } catch (const OutOfMemory& e) {
+      accepted_++, failed_++;
+      return reply_openai_error(res, 503, cat("out of memory: ", e.what()));
     } catch (const std::exception& e) {
       accepted_++, failed_++;
       return reply_openai_error(res, 500, cat("internal error: ", e.what()));
@@ -563,6 +575,8 @@ void Server::route(const char* method, const std::string& pattern, const std::st
       reply_error(res, e.status(), e.what());
     } catch (const std::bad_alloc&) {
       reply_error(res, 503, "out of memory while handling the request");
+    } catch (const OutOfMemory& e) {
+      reply_error(res, 503, cat("out of memory while handling the request: ", e.what()));
     } catch (const std::exception& e) {
       reply_error(res, 500, cat("internal error: ", e.what()));
     } catch (...) {
@@ -827,6 +841,7 @@ void Server::count_failure(ServedModel& model, Clock::time_point t0) {
 
 void Server::handle_metrics(httplib::Response& res) {
   metrics_.set("process_resident_memory_bytes", {}, double(resident_bytes()));
+  metrics_.set("vlrt_host_allocations_total", {}, double(host_allocations()));
   res.status = 200;
   res.set_content(metrics_.render(), "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -856,6 +871,8 @@ void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
     auto sig = signature_of(job.inputs);
     try {
       session.plan(sig);
+    } catch (const OutOfMemory& e) {
+      fail_job(job, e);
     } catch (const Error& e) {
       job.status = 400;  // shapes the model cannot take: the client's inputs
       job.error = cat("the model cannot run on these inputs: ", e.what());
@@ -865,8 +882,7 @@ void Server::run_batch(const std::vector<std::shared_ptr<Job>>& batch) {
         job.outputs = session.run(job.inputs);
         if (&model == pipeline_model_.get()) record_memory(sig);  // the gauges are the pipeline model's
       } catch (const Error& e) {
-        job.status = 500;
-        job.error = cat("inference failed: ", e.what());
+        fail_job(job, e);
       }
     }
     job.inputs.clear();
@@ -893,10 +909,7 @@ void Server::run_pipeline_batch(const std::vector<std::shared_ptr<Job>>& batch) 
     pipeline_->run(requests);
     record_memory(pipeline_->signature(*requests[0], int64_t(requests.size())));
   } catch (const Error& e) {
-    for (auto& j : batch) {
-      j->status = 500;
-      j->error = cat("inference failed: ", e.what());
-    }
+    for (auto& j : batch) fail_job(*j, e);
   }
 }
 

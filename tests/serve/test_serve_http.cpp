@@ -132,6 +132,27 @@ TEST_F(ServeHttp, WebpImagesAreDecodedByContent) {
   EXPECT_NE(cut->body.find("truncated WebP"), std::string::npos) << cut->body;
 }
 
+// Memory running out during a request is a 503 with Retry-After naming it; the server stays ready
+// and the same request then succeeds. Each image has a size of its own, so that its request plans
+// (and allocates) anew. (tools/check_allocation_failures.py fails each allocation of a request in
+// turn.)
+TEST_F(ServeHttp, OutOfMemoryDuringARequestIs503AndTheServerGoesOn) {
+  auto c = client();
+  std::string prompt = test::demo_prompt();
+  for (int n : {1, 5, 40}) {
+    std::string png = test::png_bytes(80 + n, 60 + n);
+    fail_host_allocation(n);
+    auto r = post_detect(c, png, prompt);
+    fail_host_allocation(0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 503) << r->body;
+    EXPECT_NE(r->body.find("out of memory"), std::string::npos) << r->body;
+    EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+    EXPECT_EQ(post_detect(c, png, prompt)->status, 200);
+  }
+  EXPECT_EQ(c.Get("/v2/health/ready")->status, 200);
+}
+
 TEST_F(ServeHttp, ThresholdsPerRequest) {
   auto c = client();
   std::string png = test::demo_png(), prompt = test::demo_prompt();

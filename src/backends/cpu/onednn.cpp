@@ -35,17 +35,14 @@ class ScratchBuffer {
  public:
   void* get(size_t bytes) {
     if (bytes > size_) {
-      data_.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      data_ = host_alloc(bytes);  // fails (an Error) when memory runs out; the old buffer stays
       size_ = bytes;
     }
-    return data_.get();
+    return data_ ? data_->data : nullptr;
   }
 
  private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data_;
+  std::shared_ptr<Buffer> data_;
   size_t size_ = 0;
 };
 

@@ -64,12 +64,16 @@ class GroundingPipeline : public Pipeline {
     std::shared_ptr<const GroundingQuery> q;
     try {
       q = make_query(prompt);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& e) {
       refuse(400, "'prompt': ", e.what());
     }
     vision::Image img;
     try {
       img = vision::decode_image(r.fields.image, "image", limits.max_image_pixels);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& e) {
       refuse(400, e.what());
     }

@@ -94,6 +94,8 @@ class SegmentPipeline : public Pipeline {
       r->prompts = make_prompts(boxes, points);
     } catch (const RequestError&) {
       throw;
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& e) {
       refuse(400, e.what());
     }
@@ -105,6 +107,8 @@ class SegmentPipeline : public Pipeline {
     try {
       r.image = vision::decode_image(r.image_bytes, "image", limits.max_image_pixels);
       for (auto& p : r.prompts) check_prompt(p, r.image.width, r.image.height);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& e) {
       refuse(400, e.what());
     }

@@ -53,6 +53,8 @@ class TagPipeline : public Pipeline {
     TagRequest& r = as_tag(base);
     try {
       r.image = vision::decode_image(r.image_bytes, "image", limits.max_image_pixels);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error& e) {
       refuse(400, e.what());
     }

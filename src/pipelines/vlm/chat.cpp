@@ -158,6 +158,8 @@ int64_t largest_fitting(int64_t limit, F fits) {
   auto ok = [&](int64_t n) {
     try {
       return fits(n);
+    } catch (const OutOfMemory&) {
+      throw;
     } catch (const Error&) {  // a plan that cannot be made within the caps
       return false;
     }
