@@ -31,7 +31,7 @@ DType dtype_from_descr(const std::string& d) {
                   DType::u16, DType::u32, DType::u64, DType::boolean}) {
     std::string want = npy_descr(t);
     // '=' (native) and '<' are the same on the little-endian machines vlrt runs on.
-    if (d == want || (want[0] == '<' && d == "=" + want.substr(1))) return t;
+    if (d == want || (want[0] == '<' && d.size() == want.size() && d[0] == '=' && d.compare(1, d.npos, want, 1) == 0)) return t;
   }
   return DType::undefined;
 }

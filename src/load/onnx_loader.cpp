@@ -405,7 +405,7 @@ std::vector<std::string> external_data_files(const std::string& path) {
 
 Tensor parse_tensor_proto(const std::string& bytes, const std::string& base_dir, std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  return parse_tensor(r, Source{base_dir}, name);
+  return parse_tensor(r, Source{base_dir, nullptr, {}, 0}, name);
 }
 
 namespace {
@@ -452,8 +452,8 @@ Tensor parse_value(ProtoReader r, ValueKind kind, DType element_type, const Sour
 Tensor parse_value_proto(const std::string& bytes, ValueKind kind, DType element_type, const std::string& base_dir,
                          std::string* name) {
   ProtoReader r(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  if (kind == ValueKind::tensor) return parse_tensor(r, Source{base_dir}, name);
-  return parse_value(r, kind, element_type, Source{base_dir}, name);
+  if (kind == ValueKind::tensor) return parse_tensor(r, Source{base_dir, nullptr, {}, 0}, name);
+  return parse_value(r, kind, element_type, Source{base_dir, nullptr, {}, 0}, name);
 }
 
 Model load_onnx(const std::string& path) {

@@ -20,7 +20,13 @@ Mask mask_of(const std::vector<std::string>& rows) {
 
 std::string describe(const Polygon& p) {
   std::string s;
-  for (auto& q : p) s += "(" + std::to_string(int(q.x)) + "," + std::to_string(int(q.y)) + ")";
+  for (auto& q : p) {
+    s += '(';
+    s += std::to_string(int(q.x));
+    s += ',';
+    s += std::to_string(int(q.y));
+    s += ')';
+  }
   return s;
 }
 

@@ -268,17 +268,6 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   return p;
 }
 
-// Whether oneDNN's uint8 x int8 kernels are exact here: with VNNI they accumulate each product
-// in 32 bits; without it they add pairs of products in saturating 16 bits.
-bool exact_u8s8_products() {
-  using dnnl::cpu_isa;
-  static const bool exact = [] {
-    cpu_isa isa = dnnl::get_effective_cpu_isa();
-    return isa == cpu_isa::avx512_core_vnni || isa == cpu_isa::avx512_core_bf16 ||
-           isa == cpu_isa::avx512_core_amx || isa == cpu_isa::avx2_vnni;
-  }();
-  return exact;
-}
 
 // MatMulInteger(A uint8, B a constant int8 or uint8 [K, N], A_zp one value, B_zp constant) and
 // com.microsoft DynamicQuantizeMatMul (A float32, quantized on the fly as DynamicQuantizeLinear
@@ -310,7 +299,7 @@ std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std
   bool dynamic = node.domain == "com.microsoft" && node.op_type == "DynamicQuantizeMatMul";
   bool qlinear = node.domain.empty() && node.op_type == "QLinearMatMul";
   if (!dynamic && !qlinear && !(node.domain.empty() && node.op_type == "MatMulInteger")) return std::nullopt;
-  if (!exact_u8s8_products()) return std::nullopt;
+  if (!onednn_exact_integer_products()) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1);
   if (!a || !a->shape_known || a->dtype != (dynamic ? DType::f32 : DType::u8) || a->shape.size() < 2) return std::nullopt;
   if (!w || !w->shape_known || (w->dtype != DType::i8 && w->dtype != DType::u8) || !w->value ||
@@ -379,7 +368,7 @@ std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const Valu
 // oneDNN adds the zero point in float before rounding, which can round a sum differently.
 std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
   bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
-  if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !exact_u8s8_products())
+  if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !onednn_exact_integer_products())
     return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1), *x_zp = input_info(inputs, 2);
   if (!x || !x->shape_known || x->dtype != DType::u8) return std::nullopt;
@@ -623,6 +612,18 @@ class IntegerMatMulKernel : public OneDnnKernel {
 };
 
 }  // namespace
+
+// Whether oneDNN's uint8 x int8 kernels are exact here: with VNNI they accumulate each product
+// in 32 bits; without it they add pairs of products in saturating 16 bits.
+bool onednn_exact_integer_products() {
+  using dnnl::cpu_isa;
+  static const bool exact = [] {
+    cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == cpu_isa::avx512_core_vnni || isa == cpu_isa::avx512_core_bf16 ||
+           isa == cpu_isa::avx512_core_amx || isa == cpu_isa::avx2_vnni;
+  }();
+  return exact;
+}
 
 int64_t onednn_conv_channel_block() {
   if (conv_layout() != ConvLayout::blocked) return 0;

@@ -28,6 +28,9 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
 // The channel block (16 or 8) in which oneDNN's convolutions on this CPU read and write
 // activations without converting them; 0 when VLRT_ONEDNN_CONV_LAYOUT asks for another layout.
 int64_t onednn_conv_channel_block();
+// Whether oneDNN's uint8 x int8 products are exact on this CPU (VNNI); elsewhere the integer
+// nodes run the reference kernels.
+bool onednn_exact_integer_products();
 // That kernel, its weights packed; nullptr where oneDNN does not take the node.
 std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
                                                 const std::vector<const ValueInfo*>& inputs, int threads);

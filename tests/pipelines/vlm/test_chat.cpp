@@ -64,7 +64,9 @@ void expect_reference_tokens(const std::string& variant, const ChatOptions& opti
     EXPECT_EQ(a.tokens, sample.at("generated").get<std::vector<int64_t>>()) << variant << ": " << sample.at("prompt");
     EXPECT_EQ(a.stats.prompt_tokens, int64_t(sample.at("input_ids").size()));
     EXPECT_EQ(a.stats.transfers_planned, a.stats.transfers_executed);
-    if (expect_split) EXPECT_EQ(a.stats.placement.at("decoder").size(), 2u) << "the decoder is split over two devices";
+    if (expect_split) {
+      EXPECT_EQ(a.stats.placement.at("decoder").size(), 2u) << "the decoder is split over two devices";
+    }
   }
 }
 
