@@ -404,12 +404,17 @@ def main():
     ap.add_argument("--style", choices=STYLES, help="default: drawn per scene")
     ap.add_argument("--out", required=True)
     ap.add_argument("--name", help="file name (one scene); default scene_SEED_INDEX")
+    ap.add_argument("--captions", action="store_true",
+                    help="also write NAME.txt with the caption (the prompt `vlrt quantize --calibrate` reads)")
     args = ap.parse_args()
     for i in range(args.index, args.index + args.count):
         img, ann = make_scene(args.seed, i, args.style)
         ann["prompt"] = ann["caption"]  # what to give `vlrt detect --prompt` for this scene
         name = args.name if args.name and args.count == 1 else f"scene_{args.seed}_{i:05d}"
         save_scene(args.out, name, img, ann)
+        if args.captions:
+            with open(os.path.join(args.out, name + ".txt"), "w") as f:
+                f.write(ann["caption"])
         print(f"{name}: {ann['width']}x{ann['height']} {ann['style']}: {ann['caption']}")
 
 

@@ -28,16 +28,6 @@ Tensor transposed_2d(const Tensor& t) {
   return out;
 }
 
-Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
-               std::vector<std::string> outputs) {
-  Node n;
-  n.name = name;
-  n.op_type = op;
-  n.inputs = std::move(inputs);
-  n.outputs = std::move(outputs);
-  return n;
-}
-
 class Int8Rewriter {
  public:
   Int8Rewriter(Model& model, const Int8Options& options)
