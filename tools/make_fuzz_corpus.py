@@ -52,6 +52,11 @@ def main():
     write("json_body", "detect.json", json.dumps({"prompt": "cat . dog .", "box_threshold": 0.35, "image": "iVBORw0KGgo="}))
     write("json_body", "nested.json", '{"a": [1, {"b": [true, null, "\\u00e9"]}], "c": -1.5e300}')
     write("json_body", "array.json", "[1, 2, 3]")
+    # /v1/detect: byte 0 even -> a JSON body; odd -> multipart fields "name\x01content" split by "\x00".
+    write("detect_request", "json.bin", b"\x00" + json.dumps(
+        {"image": "iVBORw0KGgo=", "prompt": "cat . dog .", "box_threshold": 0.3, "text_threshold": 0.25}).encode())
+    write("detect_request", "multipart.bin", b"\x01image\x01\x89PNG\r\n\x00prompt\x01cat .\x00box_threshold\x010.35")
+    write("detect_request", "wrong_type.bin", b"\x80{\"prompt\": \"cat .\"}")
     # OpenAI chat completion bodies, one with a 4x3 PNG as a data URI.
     png = io.BytesIO()
     Image.new("RGB", (4, 3), (200, 30, 30)).save(png, format="PNG")

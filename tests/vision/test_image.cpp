@@ -183,6 +183,13 @@ TEST(Image, PngChunkLongerThanTheFileIsRefused) {
   EXPECT_GT(load_image(fixture("src.png")).width, 0);  // a valid PNG still decodes
 }
 
+// A JPEG whose entropy-coded data runs into a marker in the middle of a code (found by
+// fuzz/image_fuzzer: stb_image's bit reader then shifts by more than 31): a named error.
+TEST(Image, JpegScanCutByAMarkerIsACorruptImage) {
+  std::string err = error_of(fixture("marker_in_scan.jpg"));
+  EXPECT_NE(err.find("marker_in_scan.jpg: cannot decode image (Corrupt JPEG)"), std::string::npos) << err;
+}
+
 TEST(Image, NormalizesWithImageNetStatistics) {
   Image img{2, 1, {255, 0, 128, 0, 255, 64}};
   Tensor t = normalize_images({&img});
