@@ -30,50 +30,50 @@ struct CheckArgs {
   bool no_verify_hash = false;
 };
 
-// One side of the comparison: a model on a device.
+// One side of the comparison: a model on a device, in a precision.
 struct Side {
   std::string model;
   Device device;
-  std::string label() const { return cat(model, " on ", device.str()); }
+  Precision precision = Precision::fp32;
+  std::string label() const {
+    return cat(model, " on ", device.str(), precision == Precision::fp32 ? "" : cat(" in ", precision_name(precision)));
+  }
 };
 
-// The two sides from the models and --devices: one model on two devices, or two models
-// on one device each (both on the one listed).
+// --precision A,B (empty: both fp32).
+std::pair<Precision, Precision> precisions_of(const std::string& list) {
+  if (list.empty()) return {Precision::fp32, Precision::fp32};
+  size_t comma = list.find(',');
+  std::vector<std::string> names = {list.substr(0, comma)};
+  if (comma != std::string::npos) names.push_back(list.substr(comma + 1));
+  std::vector<Precision> p;
+  for (auto& name : names) {
+    std::optional<Precision> parsed = parse_precision(name);
+    if (!parsed) fail("--precision: unknown precision '", name, "'; the choices are fp32, fp16 and bf16");
+    p.push_back(*parsed);
+  }
+  if (p.size() != 2) fail("--precision: give the precisions of A and B, e.g. fp32,bf16; got '", list, "'");
+  return {p[0], p[1]};
+}
+
+// The two sides from the models, --devices and --precision: one model on two devices or in two
+// precisions, or two models on one device each (both on the one listed).
 std::pair<Side, Side> sides_of(const CheckArgs& a) {
   if (a.models.empty() || a.models.size() > 2)
     fail(
-        "give one model and two devices (vlrt check MODEL --devices cpu,opencl:0) or two models "
-        "(vlrt check MODEL_A MODEL_B)");
+        "give one model and two devices (vlrt check MODEL --devices cpu,opencl:0), one model and two "
+        "precisions (vlrt check MODEL --precision fp32,bf16) or two models (vlrt check MODEL_A MODEL_B)");
+  auto [pa, pb] = precisions_of(a.precision);
   DeviceArgs listed;
   listed.devices = a.devices.empty() ? "cpu" : a.devices;
   std::vector<Device> devices = plan_options(listed).devices;
-  if (a.models.size() == 1) {
-    if (devices.size() != 2)
-      fail("one model is compared across two devices: give --devices A,B (e.g. cpu,opencl:0), got '",
-           listed.devices, "'");
-    return {{a.models[0], devices[0]}, {a.models[0], devices[1]}};
-  }
   if (devices.size() > 2)
-    fail("--devices: give one device for both models or one for each, got '", a.devices, "'");
-  return {{a.models[0], devices.front()}, {a.models[1], devices.back()}};
-}
-
-// --precision is parsed for the day vlrt runs a model in half precision; today it fails.
-void check_precision(const std::string& list) {
-  if (list.empty()) return;
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t comma = list.find(',', pos);
-    std::string p = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    if (p != "fp32" && p != "fp16" && p != "bf16")
-      fail("--precision: unknown precision '", p, "'; the choices are fp32, fp16 and bf16");
-    if (p != "fp32")
-      unsupported("--precision ", list, ": running a model in ", p,
-                  " is not available in vlrt yet (every run is fp32). To compare a half-precision or "
-                  "quantized copy of a model, give both files: vlrt check MODEL_FP32 MODEL_COPY");
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+    fail("--devices: give one device for both sides or one for each, got '", a.devices, "'");
+  if (a.models.size() == 1 && pa == pb && devices.size() != 2)
+    fail("one model is compared across two devices or two precisions: give --devices A,B (e.g. cpu,opencl:0) ",
+         "or --precision A,B (e.g. fp32,bf16), got '", listed.devices, "'");
+  const std::string& model_b = a.models.back();
+  return {{a.models[0], devices.front(), pa}, {model_b, devices.back(), pb}};
 }
 
 // Both models must take the same inputs: the same names, dtypes and fixed dims.
@@ -101,16 +101,23 @@ void check_same_inputs(const Model& a, const Model& b) {
   }
 }
 
-SessionOptions session_options(const CheckArgs& a, const Device& device) {
+SessionOptions session_options(const CheckArgs& a, const Side& side) {
   SessionOptions o;
   o.threads = a.threads;
-  o.plan.devices = {device};
+  o.plan.devices = {side.device};
+  o.precision = side.precision;
   o.max_loop_iterations = a.max_loop_iterations;
   if (!a.fused) {
     o.fusion = FusionOptions::none();
     o.fuse_qdq = false;
   }
   return o;
+}
+
+std::string precision_note(const Side& s, const char* which) {
+  if (s.precision == Precision::fp32) return "";
+  return cat(which, " holds its weights and every value a node makes in ", precision_name(s.precision),
+             " (rounded after each node; kernels compute in float32)\n");
 }
 
 std::string flags_of(const NodeComparison& r, const Side& a, const Side& b) {
@@ -185,8 +192,8 @@ nlohmann::json row_json(const NodeComparison& r, size_t index, const Side& a, co
 
 void write_json(const std::string& path, const CheckArgs& a, const RunComparison& c, const Side& sa,
                 const Side& sb) {
-  nlohmann::json j = {{"a", {{"model", sa.model}, {"device", sa.device.str()}}},
-                      {"b", {{"model", sb.model}, {"device", sb.device.str()}}},
+  nlohmann::json j = {{"a", {{"model", sa.model}, {"device", sa.device.str()}, {"precision", precision_name(sa.precision)}}},
+                      {"b", {{"model", sb.model}, {"device", sb.device.str()}, {"precision", precision_name(sb.precision)}}},
                       {"fused", a.fused},
                       {"atol", a.tol.atol},
                       {"rtol", a.tol.rtol},
@@ -206,7 +213,6 @@ void write_json(const std::string& path, const CheckArgs& a, const RunComparison
 
 // 0: every value within tolerance; 1: some value is not.
 int check(const CheckArgs& a) {
-  check_precision(a.precision);
   auto [sa, sb] = sides_of(a);
   TensorMap inputs;
   for (auto& arg : a.inputs) {
@@ -220,8 +226,8 @@ int check(const CheckArgs& a) {
   if (sa.model != sb.model) check_same_inputs(model_a, model_b);
   size_t given = inputs.size();
   add_random_inputs(model_a, a.shapes, inputs, "--shape");
-  Session session_a(std::move(model_a), session_options(a, sa.device));
-  Session session_b(std::move(model_b), session_options(a, sb.device));
+  Session session_a(std::move(model_a), session_options(a, sa));
+  Session session_b(std::move(model_b), session_options(a, sb));
   if (sa.model != sb.model && shared_value_names(session_a.model().graph, session_b.model().graph) == 0)
     fail("the models ", sa.model, " and ", sb.model,
          " have no node output names in common: vlrt check pairs "
@@ -232,7 +238,7 @@ int check(const CheckArgs& a) {
   std::cout << "A: " << sa.label() << "\nB: " << sb.label() << "\n"
             << (a.fused ? "fusion on (fused nodes replace the ones they matched)\n"
                         : "fusion off (every node as written; --fused keeps the fusion passes)\n")
-            << "inputs: " << given << " given, " << inputs.size() - given << " random (seeded)\n"
+            << precision_note(sa, "A") << precision_note(sb, "B") << "inputs: " << given << " given, " << inputs.size() - given << " random (seeded)\n"
             << "tolerance: max|a-b| <= " << a.tol.atol << " + " << a.tol.rtol << " * max|a|\n\n";
   std::vector<size_t> all(c.rows.size());
   for (size_t i = 0; i < all.size(); i++) all[i] = i;
@@ -263,7 +269,7 @@ void add_check_command(CLI::App& app) {
   static CheckArgs a;
   auto* cmd = app.add_subcommand(
       "check",
-      "Run one model on two devices, or two models whose value names match (fp32 and a quantized or edited "
+      "Run one model on two devices or in two precisions, or two models whose value names match (fp32 and a quantized or edited "
       "copy), on the same inputs, and compare every intermediate value both runs make: a table in the "
       "topological order of A (node, op, output, shape, max abs error, max relative error, flags), the first "
       "node out of tolerance and the ten worst.\n"
@@ -287,7 +293,8 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--rtol", a.tol.rtol, "relative tolerance (times max |a| of the value)")
       ->capture_default_str();
   cmd->add_option("--precision", a.precision,
-                  "precisions of A and B, e.g. fp32,bf16 (not available yet: every run is fp32)");
+                  "precisions of A and B, e.g. fp32,bf16 or fp32,fp16: the half-precision side rounds its weights "
+                  "and every value a node makes to that type, computing in float32 (CPU devices)");
   cmd->add_flag("--fused", a.fused,
                 "keep the fusion passes on (default: off, so that every node is compared)");
   cmd->add_option("--json", a.json,

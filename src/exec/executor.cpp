@@ -230,6 +230,10 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
     if (msg.rfind(node.label(), 0) == 0) throw;
     rethrow_as(e, cat(node_context(node, ins), " on ", s.device.str(), ": ", msg));
   }
+  if (precision_ == Precision::fp32) return;
+  for (Tensor* out : outs)
+    if (out && out->is_tensor() && out->dtype() == DType::f32)
+      round_to_precision(out->data<float>(), size_t(out->numel()), precision_);
 }
 
 void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/precision.h"
 #include "exec/branch_cache.h"
 #include "plan/plan.h"
 
@@ -68,6 +69,8 @@ class Executor {
   // Shows every node's outputs to `observer` (waiting for the device and copying each to the
   // host); an empty function: off, and the run pays one test per step.
   void set_value_observer(ValueObserver observer) { observer_ = std::move(observer); }
+  // Rounds every float32 value a top-level node makes to this precision (fp32: off).
+  void set_precision(Precision p) { precision_ = p; }
 
  private:
   // Per device of the plan being run: its backend and its arena.
@@ -100,6 +103,7 @@ class Executor {
   size_t transfers_executed_ = 0;
   Profile* profile_ = nullptr;
   ValueObserver observer_;
+  Precision precision_ = Precision::fp32;
   // Per control-flow node (by index): the runner of its subgraphs, made at its first run.
   std::map<size_t, std::unique_ptr<ControlFlowRunner>> control_flow_;
 };

@@ -53,6 +53,22 @@ Session::Session(Model model, SessionOptions options)
   } catch (const Error& e) {
     rethrow_as(e, cat(model_.path, ": ", e.what()));
   }
+  if (options_.precision != Precision::fp32) hold_in_precision();
+}
+
+void Session::hold_in_precision() {
+  for (auto& d : options_.plan.devices)
+    if (d.kind != Device{}.kind)
+      fail("precision ", precision_name(options_.precision), " is emulated on the CPU (values rounded after each ",
+           "node): run it on cpu devices, not ", d.str());
+  // Copies: the caller's model may share these buffers.
+  for (auto& [name, t] : model_.graph.initializers) {
+    if (t.dtype() != DType::f32) continue;
+    Tensor rounded = t.clone();
+    round_to_precision(rounded.data<float>(), size_t(rounded.numel()), options_.precision);
+    t = std::move(rounded);
+  }
+  executor_.set_precision(options_.precision);
 }
 
 void Session::check_supported() {

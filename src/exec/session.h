@@ -12,6 +12,7 @@
 
 #include "exec/branch_cache.h"
 #include "exec/control_flow.h"
+#include "core/precision.h"
 #include "exec/executor.h"
 #include "graph/graph.h"
 #include "passes/fusion.h"
@@ -43,6 +44,9 @@ struct SessionOptions {
   // A Loop whose trip count is larger is refused before running, one whose condition holds longer
   // is stopped (0: no limit).
   int64_t max_loop_iterations = kDefaultMaxLoopIterations;
+  // fp16 / bf16: weights and every value a top-level node makes are rounded to that type,
+  // kernels compute in float32 (core/precision.h). CPU devices only.
+  Precision precision = Precision::fp32;
 };
 
 class Session {
@@ -100,6 +104,8 @@ class Session {
                     const std::map<std::string, ValueKind>& kinds = {});
   const Branch& branch_of(Prepared& p);
   PlanHooks plan_hooks();
+  // Rounds the weights to options_.precision and has the executor round every value.
+  void hold_in_precision();
   // Fails naming the node when no listed device (nor the host, for folding) runs its op.
   void check_supported();
   Backend& host() { return executor_.backend(Device{}); }

@@ -71,9 +71,11 @@ TEST(CliCheck, BadInputsExitTwoWithAMessage) {
       {base + " " + fixture("other_input"), "the models take different inputs ('x' is float32[1,4,8,8]"},
       {base + " --devices cpu,gpu:0", "unknown device 'gpu:0'"},
       {base + " --devices cpu", "one model is compared across two devices"},
-      {base + " " + base + " --devices cpu,cpu:1,cpu:2", "one device for both models or one for each"},
-      {base + " " + base + " --precision fp32,bf16", "running a model in bf16 is not available in vlrt yet"},
-      {base + " " + base + " --precision fp8", "unknown precision 'fp8'"},
+      {base + " " + base + " --devices cpu,cpu:1,cpu:2", "one device for both sides or one for each"},
+      {base + " --precision bf16,bf16", "across two devices or two precisions"},
+      {base + " --precision bf16", "give the precisions of A and B, e.g. fp32,bf16"},
+      {base + " --precision fp32,bf16 --devices cpu,opencl:0", "is emulated on the CPU"},
+      {base + " " + base + " --precision fp8,fp32", "unknown precision 'fp8'"},
       {base + " " + base + " --input y=/nonexistent.npy", "/nonexistent.npy"},
       {"/nonexistent.onnx " + base, "no such file"},
       {base + " " + base + " --atol abc", "--atol"},
@@ -86,6 +88,27 @@ TEST(CliCheck, BadInputsExitTwoWithAMessage) {
     EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
     EXPECT_TRUE(has(r, c.message)) << c.args << "\n" << r.output;
   }
+}
+
+// Half precision drifts from float32 by about its rounding step (bf16 keeps 8 bits of mantissa,
+// fp16 11): every value is compared and the first one past a tolerance below that step is named.
+TEST(CliCheck, HalfPrecisionDriftIsMeasuredPerNode) {
+  std::string dir = test::temp_dir("cli_check_precision");
+  auto bf16 = run_cli("check " + fixture("base") + " --precision fp32,bf16 -t 1 --json " + dir + "/p.json");
+  EXPECT_EQ(bf16.exit_code, 1) << bf16.output;
+  EXPECT_TRUE(has(bf16, "B holds its weights and every value a node makes in bf16")) << bf16.output;
+  EXPECT_TRUE(has(bf16, "on cpu in bf16")) << bf16.output;
+  std::ifstream f(dir + "/p.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["b"]["precision"], "bf16");
+  ASSERT_EQ(j["rows"].size(), 6u);
+  for (auto& row : j["rows"]) {
+    EXPECT_GT(row["max_rel"].get<double>(), 0) << row;       // every value was rounded
+    EXPECT_LT(row["max_rel"].get<double>(), 0.05) << row;    // by about bf16's step
+  }
+  auto fp16 = run_cli("check " + fixture("base") + " --precision fp32,fp16 -t 1 --rtol 0.01");
+  EXPECT_EQ(fp16.exit_code, 0) << fp16.output;  // fp16's step (2^-11) is within 1%
+  EXPECT_TRUE(has(fp16, "compared 6 values, 0 out of tolerance")) << fp16.output;
 }
 
 TEST(CliCheck, HelpDefinesTheErrorsAndTheExitCodes) {
