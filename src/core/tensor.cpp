@@ -23,8 +23,11 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 int64_t shape_numel(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;  // whatever the other dims, which may be huge (an empty batch of a file's shape)
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape ", shape_str(s), " has more elements than 64 bits count");
   return n;
 }
 

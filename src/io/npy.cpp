@@ -96,6 +96,10 @@ Tensor parse_npy(std::string_view data, const std::string& path) {
   // The data's size is checked before the tensor is allocated, so a header that declares a
   // huge shape is refused, not allocated.
   size_t offset = header_start + header_len, available = data.size() - offset, expected = dtype_size(dt);
+  int64_t nonzero = 1;  // an empty array's other dims still index it (strides): they must be countable
+  for (int64_t d : shape)
+    if (d != 0 && __builtin_mul_overflow(nonzero, d, &nonzero))
+      fail(path, ": .npy shape ", shape_str(shape), " has more elements than 64 bits count");
   for (int64_t d : shape) {
     if (d != 0 && expected > available / size_t(d)) expected = available + 1;  // more than there is
     else expected *= size_t(d);

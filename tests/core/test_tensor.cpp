@@ -5,6 +5,7 @@
 #include <cmath>
 #include <thread>
 
+#include "core/precision.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "ops/shape_util.h"
@@ -19,6 +20,27 @@ TEST(Tensor, ShapeAndView) {
   EXPECT_EQ(v.data<float>()[5], 6.0f);
   EXPECT_THROW(t.reshaped({4, 2}), Error);
   EXPECT_THROW(t.data<int64_t>(), Error);
+}
+
+TEST(Tensor, ElementCountOfEmptyAndOverflowingShapes) {
+  EXPECT_EQ(shape_numel({}), 1);
+  EXPECT_EQ(shape_numel({3, 0, int64_t(1) << 62, 1000}), 0);  // empty, however large the others
+  EXPECT_THROW(shape_numel({int64_t(1) << 40, int64_t(1) << 30}), Error);
+}
+
+TEST(Precision, RoundsToHalfTypes) {
+  float v[3] = {1.f + 1.f / 512, 70000.f, 0.1f};
+  float b[3] = {v[0], v[1], v[2]};
+  round_to_precision(v, 3, Precision::fp16);
+  EXPECT_EQ(v[0], 1.f + 1.f / 512);  // fp16 keeps 10 fraction bits
+  EXPECT_TRUE(std::isinf(v[1]));     // beyond fp16's range
+  EXPECT_NEAR(v[2], 0.1f, 1e-4);
+  round_to_precision(b, 3, Precision::bf16);
+  EXPECT_EQ(b[0], 1.f);  // bf16 keeps 7: rounds to even
+  EXPECT_EQ(b[1], 70144.f);
+  float same = 0.3f;
+  round_to_precision(&same, 1, Precision::fp32);
+  EXPECT_EQ(same, 0.3f);
 }
 
 TEST(Half, RoundTrip) {
