@@ -244,6 +244,7 @@ Image decode_image(const std::string& bytes, const std::string& what, int64_t ma
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(data, int(bytes.size()), &w, &h, &c))
     fail(what, ": unreadable image header (", stbi_failure_reason(), "); the file is truncated or corrupt");
+  check_pixels(what, w, h, max_pixels);  // stb may find a size where header_size did not
   if (is_jpeg(bytes) && !jpeg_complete(bytes)) fail(what, ": truncated JPEG (no end-of-image marker)");
   if (is_gif(bytes) && !gif_complete(bytes)) fail(what, ": truncated GIF (no trailer)");
   // For a GIF, stb_image gives the first frame.

@@ -130,7 +130,7 @@ Image decode_tiff(const std::string& bytes, const std::string& what, int64_t max
 void check_pixels(const std::string& what, int64_t w, int64_t h, int64_t max_pixels) {
   if (w <= 0 || h <= 0) fail(what, ": image has no pixels (", w, "x", h, ")");
   if (w > max_pixels / h)  // a header's sizes go to 2^32 each: their product can overflow
-    fail(what, ": image is ", w, "x", h, " (", double(w) * double(h), " pixels), more than the limit of ",
+    fail(what, ": image is ", w, "x", h, " (", uint64_t(w) * uint64_t(h), " pixels), more than the limit of ",
          max_pixels, " pixels; downscale it first");
 }
 
