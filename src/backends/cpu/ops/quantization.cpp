@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/integer_gemm.h"
 #include "core/dispatch.h"
 
 namespace vlrt {
@@ -51,6 +52,18 @@ void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Ten
                     const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool) {
   MatMulDims d = matmul_dims(a.shape(), b.shape());
   int64_t rows = a.rank() > 1 ? a.dim(-2) : 1, m = d.m, n = d.n, k = d.k;
+  if (integer_gemm_available() && (a_zp.size() == 1 || int64_t(a_zp.size()) == m)) {
+    std::vector<int64_t> a_off, b_off;
+    batch_offsets(d, a_off, b_off);
+    dispatch_q8(a.dtype(), [&]<class TA>() {
+      dispatch_q8(b.dtype(), [&]<class TB>() {
+        for (int64_t p = 0; p < d.count; p++)
+          integer_gemm(m, n, k, a.data<TA>() + a_off[size_t(p)], k, a_zp, b.data<TB>() + b_off[size_t(p)], n, b_zp,
+                       acc + p * m * n, n, pool);
+      });
+    });
+    return;
+  }
   std::vector<int32_t> av = int32_values(a), bv = int32_values(b);
   std::vector<int64_t> a_off, b_off;
   batch_offsets(d, a_off, b_off);
@@ -71,8 +84,82 @@ void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Ten
   pool.parallel_for(d.count * m, job, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)));
 }
 
+namespace {
+
+// Columns [o0, o1) of the im2col matrix of one image and group: row c * ks + kk holds
+// x[c, position of output o and kernel offset kk] - x_zp, 0 where that falls in the padding.
+template <class T>
+void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, int64_t o1,
+                    int16_t* out) {
+  int64_t ks = g.k_size(), is = g.in_size(), width = o1 - o0;
+  for (int64_t c = 0; c < cg; c++) {
+    const T* xc = x + c * is;
+    for (int64_t kk = 0; kk < ks; kk++) {
+      int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
+      int16_t* row = out + (c * ks + kk) * width;
+      // The output position o as (od, oh, ow), advanced one step at a time.
+      int64_t od = o0 / (g.out[1] * g.out[2]), oh = o0 / g.out[2] % g.out[1], ow = o0 % g.out[2];
+      for (int64_t o = 0; o < width; o++) {
+        int64_t id = od * g.stride[0] + kd * g.dil[0] - g.pad[0];
+        int64_t ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
+        int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
+        bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2];
+        row[o] = inside ? int16_t(int32_t(xc[(id * g.in[1] + ih) * g.in[2] + iw]) - x_zp) : int16_t(0);
+        if (++ow == g.out[2]) {
+          ow = 0;
+          if (++oh == g.out[1]) {
+            oh = 0;
+            ++od;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The convolution as products of the weights (m x c*ks per group) and im2col blocks of the input.
+template <class TX, class TW>
+void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const TW* w,
+                       const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool) {
+  int64_t cg = g.c / g.group, mg = g.m / g.group, ks = g.k_size(), is = g.in_size(), os = g.out_size();
+  int64_t depth = cg * ks;
+  bool pointwise = ks == 1 && g.in[0] == g.out[0] && g.in[1] == g.out[1] && g.in[2] == g.out[2] &&
+                   g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
+  // Columns per im2col block: its int16 copy stays near 4 MiB.
+  int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(2) << 20) / std::max<int64_t>(1, depth)));
+  std::vector<int16_t> cols(pointwise ? 0 : size_t(depth * block));
+  for (int64_t ni = 0; ni < g.batch; ni++) {
+    for (int64_t gi = 0; gi < g.group; gi++) {
+      const TX* xg = x + (ni * g.c + gi * cg) * is;
+      const TW* wg = w + gi * mg * depth;
+      std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
+                                                 : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
+      int32_t* y = acc + (ni * g.m + gi * mg) * os;
+      if (pointwise) {
+        integer_gemm(mg, os, depth, wg, depth, zp, xg, is, {x_zp}, y, os, pool);
+        continue;
+      }
+      for (int64_t o0 = 0; o0 < os; o0 += block) {
+        int64_t o1 = std::min(os, o0 + block);
+        im2col_centred(g, xg, x_zp, cg, o0, o1, cols.data());
+        integer_gemm(mg, o1 - o0, depth, wg, depth, zp, cols.data(), o1 - o0, {0}, y + o0, os, pool);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Tensor& w,
                   const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool) {
+  if (integer_gemm_available()) {
+    dispatch_q8(x.dtype(), [&]<class TX>() {
+      dispatch_q8(w.dtype(), [&]<class TW>() {
+        integer_conv_gemm(g, x.data<TX>(), x_zp, w.data<TW>(), w_zp, acc, pool);
+      });
+    });
+    return;
+  }
   int64_t cg = g.c / g.group, mg = g.m / g.group, ks = g.k_size(), is = g.in_size(), os = g.out_size();
   std::vector<int32_t> xv = int32_values(x), wv = int32_values(w);
   for (int32_t& v : xv) v -= x_zp;

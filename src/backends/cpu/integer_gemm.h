@@ -1,0 +1,33 @@
+// Exact 8-bit integer products on AVX2 without VNNI: both operands, less their zero points, are
+// widened to int16 (|v| <= 255) and multiplied by vpmaddwd, which sums pairs of products in 32
+// bits without saturating (2 * 255 * 255 < 2^31). The int32 sums wrap as ONNX's do, so the result
+// is the reference kernels' bit for bit. The integer kernels of backends/cpu/ops/quantization.cpp
+// use it at CpuIsa::avx2 and above (not under VLRT_REFERENCE_KERNELS=1); oneDNN's VNNI kernels
+// take the nodes first where the CPU has VNNI.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+
+namespace vlrt {
+
+// Whether integer_gemm runs here: an AVX2 CPU level and not the reference path.
+bool integer_gemm_available();
+
+// c[i, j] = sum_t (a[i, t] - a_zp[i]) * (b[t, j] - b_zp[j]) for an m x k A (rows lda apart) and a
+// k x n B (rows ldb apart), into c (rows ldc apart). a_zp holds one value or m, b_zp one or n.
+// A is uint8 or int8; B is uint8, int8 or int16 (values within [-255, 255] once centred).
+template <class TA, class TB>
+void integer_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& a_zp,
+                  const TB* b, int64_t ldb, const std::vector<int32_t>& b_zp, int32_t* c, int64_t ldc,
+                  ThreadPool& pool);
+
+// The AVX2 tile (integer_gemm_avx2.cpp): c[r, j] (+)= sum_p a[p, r] . b[p, j] over kp pairs of k,
+// for r < rows (<= 6) and j < cols (<= 16); a holds kp x 6 int32 (two int16 each), b kp x 16 x 2
+// int16. With `accumulate` the tile adds to c, else it writes c.
+void integer_gemm_tile_avx2(int64_t kp, const int32_t* a, const int16_t* b, int32_t* c, int64_t ldc, int rows,
+                            int cols, bool accumulate);
+
+}  // namespace vlrt
