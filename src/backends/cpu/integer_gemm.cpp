@@ -14,56 +14,15 @@ constexpr int64_t kCols = 16;         // columns of a tile (a panel of B)
 constexpr int64_t kPairsPerBlock = 256;  // pairs of k per cache block: a B panel block is 16 KiB
 constexpr int64_t kStripsPerTask = 8;    // 48 rows of A packed together
 constexpr int64_t kPanelsPerTask = 4;    // 64 columns of B
+// Work below these sizes runs on the calling thread: a parallel region costs more than it saves
+// (and much more when another process holds the cores).
+constexpr int64_t kParallelElements = 1 << 15;    // packing
+constexpr int64_t kParallelProducts = 1 << 20;    // multiply-adds of the product
+
+// Items per chunk of a parallel loop over `items` of `work` each.
+int64_t grain(int64_t work_per_item, int64_t threshold) { return std::max<int64_t>(1, threshold / std::max<int64_t>(1, work_per_item)); }
 
 int32_t pair(int32_t lo, int32_t hi) { return int32_t(uint32_t(uint16_t(lo)) | uint32_t(uint16_t(hi)) << 16); }
-
-// B's panels: panel q holds columns [16q, 16q + 16) as kp pairs of rows, each pair 16 x 2 int16
-// (zeros past n and past k).
-template <class TB>
-std::vector<int16_t> pack_b(int64_t n, int64_t k, const TB* b, int64_t ldb, const std::vector<int32_t>& zp,
-                            ThreadPool& pool) {
-  int64_t kp = (k + 1) / 2, panels = (n + kCols - 1) / kCols;
-  std::vector<int16_t> packed(size_t(panels * kp * 2 * kCols), 0);
-  pool.parallel_for(panels, [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; q++) {
-      int16_t* out = packed.data() + q * kp * 2 * kCols;
-      int64_t cols = std::min(kCols, n - q * kCols);
-      for (int64_t t = 0; t < k; t++) {
-        const TB* row = b + t * ldb + q * kCols;
-        int16_t* dst = out + (t / 2) * 2 * kCols + (t % 2);
-        for (int64_t j = 0; j < cols; j++) {
-          int32_t z = zp.size() == 1 ? zp[0] : zp[size_t(q * kCols + j)];
-          dst[2 * j] = int16_t(int32_t(row[j]) - z);
-        }
-      }
-    }
-  });
-  return packed;
-}
-
-// A in tiles: for each block of kPairsPerBlock pairs of k, each strip of 6 rows holds the block's
-// pairs as 6 int32 each (rows past m and k past its end are 0). Strip s of block b starts at
-// (b * strips + s) * kPairsPerBlock * 6.
-template <class TA>
-std::vector<int32_t> pack_a(int64_t m, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& zp,
-                            ThreadPool& pool) {
-  int64_t kp = (k + 1) / 2, strips = (m + kRows - 1) / kRows, blocks = (kp + kPairsPerBlock - 1) / kPairsPerBlock;
-  std::vector<int32_t> packed(size_t(blocks * strips * kPairsPerBlock * kRows), 0);
-  pool.parallel_for(strips, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; s++)
-      for (int64_t r = 0; r < kRows && s * kRows + r < m; r++) {
-        int64_t i = s * kRows + r;
-        const TA* row = a + i * lda;
-        int32_t z = zp.size() == 1 ? zp[0] : zp[size_t(i)];
-        for (int64_t p = 0; p < kp; p++) {
-          int64_t t = 2 * p, b = p / kPairsPerBlock;
-          int32_t lo = int32_t(row[t]) - z, hi = t + 1 < k ? int32_t(row[t + 1]) - z : 0;
-          packed[size_t(((b * strips + s) * kPairsPerBlock + p % kPairsPerBlock) * kRows + r)] = pair(lo, hi);
-        }
-      }
-  });
-  return packed;
-}
 
 }  // namespace
 
@@ -75,18 +34,60 @@ bool integer_gemm_available() {
 #endif
 }
 
-template <class TA, class TB>
-void integer_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& a_zp,
-                  const TB* b, int64_t ldb, const std::vector<int32_t>& b_zp, int32_t* c, int64_t ldc,
-                  ThreadPool& pool) {
+IntegerGemmB::IntegerGemmB(int64_t k_, int64_t n_)
+    : k(k_), n(n_), panels(size_t((n_ + kCols - 1) / kCols * ((k_ + 1) / 2) * 2 * kCols), 0) {}
+
+template <class TA>
+IntegerGemmA pack_integer_a(int64_t m, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& zp,
+                            ThreadPool& pool) {
+  // For each block of kPairsPerBlock pairs of k, each strip of 6 rows holds the block's pairs as
+  // 6 int32 each (rows past m and k past its end are 0): strip s of block b starts at
+  // (b * strips + s) * kPairsPerBlock * 6.
+  int64_t kp = (k + 1) / 2, strips = (m + kRows - 1) / kRows, blocks = (kp + kPairsPerBlock - 1) / kPairsPerBlock;
+  IntegerGemmA packed{m, k, std::vector<int32_t>(size_t(blocks * strips * kPairsPerBlock * kRows), 0)};
+  pool.parallel_for(strips, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; s++)
+      for (int64_t r = 0; r < kRows && s * kRows + r < m; r++) {
+        int64_t i = s * kRows + r;
+        const TA* row = a + i * lda;
+        int32_t z = zp.size() == 1 ? zp[0] : zp[size_t(i)];
+        for (int64_t p = 0; p < kp; p++) {
+          int64_t t = 2 * p, b = p / kPairsPerBlock;
+          int32_t lo = int32_t(row[t]) - z, hi = t + 1 < k ? int32_t(row[t + 1]) - z : 0;
+          packed.tiles[size_t(((b * strips + s) * kPairsPerBlock + p % kPairsPerBlock) * kRows + r)] = pair(lo, hi);
+        }
+      }
+  }, grain(kRows * k, kParallelElements));
+  return packed;
+}
+
+template <class TB>
+IntegerGemmB pack_integer_b(int64_t k, int64_t n, const TB* b, int64_t ldb, const std::vector<int32_t>& zp,
+                            ThreadPool& pool) {
+  IntegerGemmB packed(k, n);
+  int64_t panels = (n + kCols - 1) / kCols;
+  pool.parallel_for(panels, [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; q++) {
+      int64_t cols = std::min(kCols, n - q * kCols);
+      for (int64_t t = 0; t < k; t++) {
+        const TB* row = b + t * ldb + q * kCols;
+        int16_t* dst = packed.panels.data() + packed.panel_index(t, q * kCols);
+        for (int64_t j = 0; j < cols; j++)
+          dst[2 * j] = int16_t(int32_t(row[j]) - (zp.size() == 1 ? zp[0] : zp[size_t(q * kCols + j)]));
+      }
+    }
+  }, grain(kCols * k, kParallelElements));
+  return packed;
+}
+
+void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool) {
+  int64_t m = a.m, n = b.n, k = a.k;
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; i++) std::fill_n(c + i * ldc, n, 0);
     return;
   }
   int64_t kp = (k + 1) / 2, panels = (n + kCols - 1) / kCols, strips = (m + kRows - 1) / kRows;
-  std::vector<int32_t> packed_a = pack_a(m, k, a, lda, a_zp, pool);
-  std::vector<int16_t> packed_b = pack_b(n, k, b, ldb, b_zp, pool);
   int64_t strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
   int64_t panel_groups = (panels + kPanelsPerTask - 1) / kPanelsPerTask;
   pool.parallel_for(strip_groups * panel_groups, [&](int64_t t0, int64_t t1) {
@@ -97,30 +98,28 @@ void integer_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t lda, con
       for (int64_t p0 = 0; p0 < kp; p0 += kPairsPerBlock) {
         int64_t pairs = std::min(kp, p0 + kPairsPerBlock) - p0, block = p0 / kPairsPerBlock;
         for (int64_t q = q0; q < q1; q++) {
-          const int16_t* panel = packed_b.data() + (q * kp + p0) * 2 * kCols;
+          const int16_t* panel = b.panels.data() + (q * kp + p0) * 2 * kCols;
           int cols = int(std::min(kCols, n - q * kCols));
           for (int64_t s = s0; s < s1; s++) {
             int rows = int(std::min(kRows, m - s * kRows));
 #if defined(__x86_64__)
-            integer_gemm_tile_avx2(pairs, packed_a.data() + (block * strips + s) * kPairsPerBlock * kRows, panel,
+            integer_gemm_tile_avx2(pairs, a.tiles.data() + (block * strips + s) * kPairsPerBlock * kRows, panel,
                                    c + s * kRows * ldc + q * kCols, ldc, rows, cols, p0 > 0);
 #endif
           }
         }
       }
     }
-  });
+  }, grain(kStripsPerTask * kRows * kPanelsPerTask * kCols * k, kParallelProducts));
 }
 
-#define VLRT_INTEGER_GEMM(TA, TB)                                                                               \
-  template void integer_gemm<TA, TB>(int64_t, int64_t, int64_t, const TA*, int64_t, const std::vector<int32_t>&, \
-                                     const TB*, int64_t, const std::vector<int32_t>&, int32_t*, int64_t, ThreadPool&);
-VLRT_INTEGER_GEMM(uint8_t, uint8_t)
-VLRT_INTEGER_GEMM(uint8_t, int8_t)
-VLRT_INTEGER_GEMM(int8_t, uint8_t)
-VLRT_INTEGER_GEMM(int8_t, int8_t)
-VLRT_INTEGER_GEMM(uint8_t, int16_t)
-VLRT_INTEGER_GEMM(int8_t, int16_t)
-#undef VLRT_INTEGER_GEMM
+template IntegerGemmA pack_integer_a<uint8_t>(int64_t, int64_t, const uint8_t*, int64_t, const std::vector<int32_t>&,
+                                              ThreadPool&);
+template IntegerGemmA pack_integer_a<int8_t>(int64_t, int64_t, const int8_t*, int64_t, const std::vector<int32_t>&,
+                                             ThreadPool&);
+template IntegerGemmB pack_integer_b<uint8_t>(int64_t, int64_t, const uint8_t*, int64_t, const std::vector<int32_t>&,
+                                              ThreadPool&);
+template IntegerGemmB pack_integer_b<int8_t>(int64_t, int64_t, const int8_t*, int64_t, const std::vector<int32_t>&,
+                                             ThreadPool&);
 
 }  // namespace vlrt

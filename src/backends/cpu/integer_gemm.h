@@ -16,13 +16,38 @@ namespace vlrt {
 // Whether integer_gemm runs here: an AVX2 CPU level and not the reference path.
 bool integer_gemm_available();
 
-// c[i, j] = sum_t (a[i, t] - a_zp[i]) * (b[t, j] - b_zp[j]) for an m x k A (rows lda apart) and a
-// k x n B (rows ldb apart), into c (rows ldc apart). a_zp holds one value or m, b_zp one or n.
-// A is uint8 or int8; B is uint8, int8 or int16 (values within [-255, 255] once centred).
+// A, less its zero points, in the tiles integer_gemm reads (packed once, used for many B).
+struct IntegerGemmA {
+  int64_t m = 0, k = 0;
+  std::vector<int32_t> tiles;
+};
+// B, less its zero points, in panels of 16 columns: element (t, j) is at panel_index(t, j).
+struct IntegerGemmB {
+  int64_t k = 0, n = 0;
+  std::vector<int16_t> panels;
+  IntegerGemmB(int64_t k, int64_t n);  // zeros
+  size_t panel_index(int64_t t, int64_t j) const { return size_t(((j / 16) * ((k + 1) / 2) + t / 2) * 32 + (j % 16) * 2 + t % 2); }
+};
+
+// A is uint8 or int8 (m x k, rows lda apart; a_zp one value or m); B is uint8, int8 or int16
+// (k x n, rows ldb apart; b_zp one value or n), within [-255, 255] once centred.
+template <class TA>
+IntegerGemmA pack_integer_a(int64_t m, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& a_zp,
+                            ThreadPool& pool);
+template <class TB>
+IntegerGemmB pack_integer_b(int64_t k, int64_t n, const TB* b, int64_t ldb, const std::vector<int32_t>& b_zp,
+                            ThreadPool& pool);
+
+// c[i, j] = sum_t a[i, t] * b[t, j] (both centred) into c (rows ldc apart).
+void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool);
+
+// c[i, j] = sum_t (a[i, t] - a_zp[i]) * (b[t, j] - b_zp[j]): the three steps above.
 template <class TA, class TB>
 void integer_gemm(int64_t m, int64_t n, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& a_zp,
                   const TB* b, int64_t ldb, const std::vector<int32_t>& b_zp, int32_t* c, int64_t ldc,
-                  ThreadPool& pool);
+                  ThreadPool& pool) {
+  integer_gemm(pack_integer_a(m, k, a, lda, a_zp, pool), pack_integer_b(k, n, b, ldb, b_zp, pool), c, ldc, pool);
+}
 
 // The AVX2 tile (integer_gemm_avx2.cpp): c[r, j] (+)= sum_p a[p, r] . b[p, j] over kp pairs of k,
 // for r < rows (<= 6) and j < cols (<= 16); a holds kp x 6 int32 (two int16 each), b kp x 16 x 2

@@ -88,23 +88,25 @@ namespace {
 
 // Columns [o0, o1) of the im2col matrix of one image and group: row c * ks + kk holds
 // x[c, position of output o and kernel offset kk] - x_zp, 0 where that falls in the padding.
+// Columns [o0, o1) of the im2col matrix of one image and group, packed for integer_gemm: row
+// c * ks + kk holds x[c, position of output o and kernel offset kk] - x_zp, 0 where that falls in
+// the padding.
 template <class T>
-void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, int64_t o1,
-                    int16_t* out) {
-  int64_t ks = g.k_size(), is = g.in_size(), width = o1 - o0;
+void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, IntegerGemmB& out) {
+  int64_t ks = g.k_size(), is = g.in_size(), width = out.n;
   for (int64_t c = 0; c < cg; c++) {
     const T* xc = x + c * is;
     for (int64_t kk = 0; kk < ks; kk++) {
       int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
-      int16_t* row = out + (c * ks + kk) * width;
+      int64_t t = c * ks + kk;
       // The output position o as (od, oh, ow), advanced one step at a time.
       int64_t od = o0 / (g.out[1] * g.out[2]), oh = o0 / g.out[2] % g.out[1], ow = o0 % g.out[2];
       for (int64_t o = 0; o < width; o++) {
         int64_t id = od * g.stride[0] + kd * g.dil[0] - g.pad[0];
         int64_t ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
         int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
-        bool inside = id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2];
-        row[o] = inside ? int16_t(int32_t(xc[(id * g.in[1] + ih) * g.in[2] + iw]) - x_zp) : int16_t(0);
+        if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
+          out.panels[out.panel_index(t, o)] = int16_t(int32_t(xc[(id * g.in[1] + ih) * g.in[2] + iw]) - x_zp);
         if (++ow == g.out[2]) {
           ow = 0;
           if (++oh == g.out[1]) {
@@ -117,7 +119,8 @@ void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg,
   }
 }
 
-// The convolution as products of the weights (m x c*ks per group) and im2col blocks of the input.
+// The convolution as products of the weights (m x c*ks per group, packed once) and im2col blocks
+// of the input.
 template <class TX, class TW>
 void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const TW* w,
                        const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool) {
@@ -125,24 +128,23 @@ void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const T
   int64_t depth = cg * ks;
   bool pointwise = ks == 1 && g.in[0] == g.out[0] && g.in[1] == g.out[1] && g.in[2] == g.out[2] &&
                    g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
-  // Columns per im2col block: its int16 copy stays near 4 MiB.
+  // Columns per im2col block: its packed copy stays near 4 MiB.
   int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(2) << 20) / std::max<int64_t>(1, depth)));
-  std::vector<int16_t> cols(pointwise ? 0 : size_t(depth * block));
-  for (int64_t ni = 0; ni < g.batch; ni++) {
-    for (int64_t gi = 0; gi < g.group; gi++) {
+  for (int64_t gi = 0; gi < g.group; gi++) {
+    std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
+                                               : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
+    IntegerGemmA weights = pack_integer_a(mg, depth, w + gi * mg * depth, depth, zp, pool);
+    for (int64_t ni = 0; ni < g.batch; ni++) {
       const TX* xg = x + (ni * g.c + gi * cg) * is;
-      const TW* wg = w + gi * mg * depth;
-      std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
-                                                 : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
       int32_t* y = acc + (ni * g.m + gi * mg) * os;
       if (pointwise) {
-        integer_gemm(mg, os, depth, wg, depth, zp, xg, is, {x_zp}, y, os, pool);
+        integer_gemm(weights, pack_integer_b(depth, os, xg, is, {x_zp}, pool), y, os, pool);
         continue;
       }
       for (int64_t o0 = 0; o0 < os; o0 += block) {
-        int64_t o1 = std::min(os, o0 + block);
-        im2col_centred(g, xg, x_zp, cg, o0, o1, cols.data());
-        integer_gemm(mg, o1 - o0, depth, wg, depth, zp, cols.data(), o1 - o0, {0}, y + o0, os, pool);
+        IntegerGemmB cols(depth, std::min(os, o0 + block) - o0);
+        im2col_centred(g, xg, x_zp, cg, o0, cols);
+        integer_gemm(weights, cols, y + o0, os, pool);
       }
     }
   }
