@@ -5,8 +5,9 @@ generated scenes (tools/demo_vlm_questions.py), then exported with tools/export_
 wrappers to vlrt's VLM folder layout.
 
 Training: a pool of scenes from seed 1234 (any other seed is held out), each step a batch of
-one image size with one random question per scene, teacher forcing with the loss on the answer
-tokens and <|im_end|> only, plus an auxiliary loss that teaches the vision tower first: two
+one image size with one random question per scene (only the one-word answers for the first
+--short-first steps), teacher forcing with the loss on the answer tokens and <|im_end|> only
+(averaged over the batch's tokens, or with --loss question per question first), plus an auxiliary loss that teaches the vision tower first: two
 linear heads on each image token (a 28 x 28 pixel cell) predict the colour and the shape of the
 object whose box holds the cell's centre (or none). The heads are not exported. AdamW, warm-up
 then cosine. One CPU thread. A checkpoint is written
@@ -162,16 +163,27 @@ def make_batch(items, grid, prompts):
         [torch.cat([item[3][i] for item in items]) for i in range(2)]
 
 
-def sample_batches(rng, buckets, batch_size):
+def sample_batches(rng, buckets, batch_size, kinds):
     grids = sorted(buckets)
     weights = np.array([len(buckets[g]) for g in grids], dtype=np.float64)
     grid = grids[rng.choice(len(grids), p=weights / weights.sum())]
     items = []
     for j in rng.integers(len(buckets[grid]), size=batch_size):
         px, objects, targets = buckets[grid][j]
-        prompt, answer = dq.question(rng, objects, dq.KINDS[rng.integers(len(dq.KINDS))])
+        prompt, answer = dq.question(rng, objects, kinds[rng.integers(len(kinds))])
         items.append((px, prompt, answer, targets))
     return grid, items
+
+
+def answer_loss_per_question(logits, labels):
+    """Cross-entropy over each question's answer tokens, averaged per question and then over the
+    batch: a one-token "Yes." weighs as much as a listed description, whose many tokens would
+    otherwise drown the short answers that need the image most."""
+    logits, labels = logits[:, :-1], labels[:, 1:]
+    per_token = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                  ignore_index=-100, reduction="none").view(labels.shape)
+    counted = (labels != -100).sum(dim=1).clamp(min=1)
+    return (per_token.sum(dim=1) / counted).mean()
 
 
 def exact_answers(model, batch):
@@ -228,6 +240,10 @@ def main():
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--short-first", type=int, default=0,
+                    help="steps at the start that ask only the questions with one-word answers")
+    ap.add_argument("--loss", choices=["token", "question"], default="token",
+                    help="average the answer loss over all answer tokens of the batch, or per question first")
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--export-only", action="store_true", help="export the last checkpoint")
@@ -299,9 +315,14 @@ def main():
     while step < a.steps:
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
-        grid, items = sample_batches(rng, buckets, a.batch)
+        kinds = [k for k in dq.KINDS if k != "what"] if step < a.short_first else dq.KINDS
+        grid, items = sample_batches(rng, buckets, a.batch, kinds)
         batch, targets = make_batch(items, grid, prompts)
-        answer_loss = model(**batch).loss
+        if a.loss == "question":
+            labels = batch.pop("labels")
+            answer_loss = answer_loss_per_question(model(**batch).logits, labels)
+        else:
+            answer_loss = model(**batch).loss
         aux_loss = sum(torch.nn.functional.cross_entropy(head(image_embeds[0]), t) for head, t in zip(heads, targets))
         loss = answer_loss + AUX_WEIGHT * aux_loss
         opt.zero_grad()

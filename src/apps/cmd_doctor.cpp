@@ -22,6 +22,22 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
   return s;
 }
 
+// What vlrt runs where the CPU lacks an optional instruction set.
+std::string instead_of(const std::string& isa, const CpuProbe& c) {
+  auto has = [&](const char* name) {
+    return std::any_of(c.isa.begin(), c.isa.end(), [&](auto& p) { return p.first == name && p.second; });
+  };
+  if (isa == "AVX512-VNNI" || isa == "AVX-VNNI") {
+    if (has("AVX512-VNNI") || has("AVX-VNNI")) return "the other VNNI level runs oneDNN's int8 kernels";
+    return has("AVX2") ? "int8 products run on vlrt's exact AVX2 kernels instead of oneDNN's VNNI ones"
+                       : "int8 products run on the plain reference loops";
+  }
+  if (isa == "AVX512-BF16" || isa == "AMX-BF16")
+    return "bf16 and fp16 weights are widened to float32 and computed in float32; --precision bf16 is emulated";
+  if (isa == "AVX-512F") return "vlrt's own kernels use AVX2";
+  return "vlrt runs without it";
+}
+
 std::vector<Finding> cpu_findings(const CpuProbe& c) {
   std::vector<Finding> f;
   f.push_back({"cpu", "cpu", "ok", cat(c.model, ", ", c.online, " logical CPUs"), ""});
@@ -40,7 +56,7 @@ std::vector<Finding> cpu_findings(const CpuProbe& c) {
            "OpenBLAS falls back to SSE kernels and matrix products run several times slower; use a CPU "
            "with AVX2 (any x86 CPU since 2015) for speed"});
     } else {
-      f.push_back({"cpu", name, "missing", "not available (optional: vlrt runs without it)", ""});
+      f.push_back({"cpu", name, "missing", cat("not available (optional: ", instead_of(name, c), ")"), ""});
     }
   }
   int usable = c.affinity;

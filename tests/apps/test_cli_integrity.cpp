@@ -174,6 +174,10 @@ TEST(DoctorCli, JsonHasCpuSectionAndTextExitsZero) {
   EXPECT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("the CPU backend is usable"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("AVX2"), std::string::npos) << text.output;
+  // A missing optional level says what runs instead.
+  for (auto& f : doc["findings"])
+    if (f["name"] == "AVX512-VNNI" && f["verdict"] == "missing")
+      EXPECT_NE(f["detail"].get<std::string>().find("int8 products run on"), std::string::npos) << f.dump();
 }
 
 }  // namespace vlrt
