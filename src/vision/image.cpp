@@ -171,6 +171,24 @@ Image apply_orientation(const Image& img, int orientation) {
 
 namespace {
 
+// Where the entropy-coded data that starts at i ends, as stb's bit reader sees it: at the first 0xFF
+// that, after any 0xFF fill bytes, is followed by neither a stuffed 0x00 nor a restart marker.
+// Returns the index of that marker's last 0xFF (or n).
+size_t end_of_scan(const uint8_t* p, size_t n, size_t i) {
+  while (i < n) {
+    if (p[i] != 0xFF) {
+      i++;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < n && p[j] == 0xFF) j++;
+    if (j >= n) return n;
+    if (p[j] != 0x00 && !(p[j] >= 0xD0 && p[j] <= 0xD7)) return j - 1;
+    i = j + 1;
+  }
+  return n;
+}
+
 // stb_image 2.27 (Debian 12's) writes past its Huffman tables when the code counts of a DHT table
 // add up to more than 256, as no valid JPEG's do; such a file is refused before stb reads it.
 // Walks the segments as stb does: bytes up to the next 0xFF, marker segments, and after a start of
@@ -198,8 +216,7 @@ void check_jpeg_huffman_tables(const std::string& bytes, const std::string& what
       }
     }
     i += 2 + len;
-    if (marker == 0xDA)
-      while (i + 1 < n && !(p[i] == 0xFF && p[i + 1] != 0 && !is_restart(p[i + 1]))) i++;
+    if (marker == 0xDA) i = end_of_scan(p, n, i);
   }
 }
 

@@ -153,6 +153,10 @@ TEST(Image, JpegHuffmanTableOfMoreThan256CodesIsRefused) {
     }
   }
   EXPECT_GT(load_image(fixture("orient6.jpg")).width, 0);  // a valid JPEG still decodes
+  // Scan data holding 0xFF fill bytes before a stuffed 0x00, then a DHT of 2657 codes (found by
+  // fuzz/image_fuzzer: the walk took the fill bytes for the scan's end and lost its place).
+  std::string err = error_of(fixture("huffman_after_fill_bytes.jpg"));
+  EXPECT_NE(err.find("corrupt JPEG (a Huffman table of "), std::string::npos) << err;
 }
 
 // A PNG header of 4160749549x4294967284 (found by fuzz/image_fuzzer): its pixel count overflows int64.
