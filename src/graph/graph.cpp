@@ -54,6 +54,16 @@ std::vector<std::pair<std::string, const Graph*>> Node::subgraphs() const {
   return out;
 }
 
+Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
+               std::vector<std::string> outputs) {
+  Node n;
+  n.name = name;
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = std::move(outputs);
+  return n;
+}
+
 std::string Node::label() const {
   std::string d = domain.empty() ? "" : domain + ".";
   return cat("node '", name, "' (", d, op_type, ")");

@@ -70,6 +70,10 @@ struct Node {
   std::string label() const;
 };
 
+// A node of the default domain with no attributes.
+Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
+               std::vector<std::string> outputs);
+
 struct Graph {
   std::vector<Node> nodes;  // topologically sorted after load
   std::vector<ValueDecl> inputs;   // runtime inputs only (initializers removed)

@@ -87,16 +87,6 @@ std::unordered_map<std::string, int> count_readers(const Graph& g) {
   return readers;
 }
 
-Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
-               std::vector<std::string> outputs) {
-  Node n;
-  n.name = name;
-  n.op_type = op;
-  n.inputs = std::move(inputs);
-  n.outputs = std::move(outputs);
-  return n;
-}
-
 Node make_cast(const std::string& name, const std::string& input, const std::string& output, DType to) {
   Node n;
   n.name = name;

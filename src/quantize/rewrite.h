@@ -56,9 +56,6 @@ class NameGenerator {
 // subgraphs read it from the enclosing graph, plus one for a graph output.
 std::unordered_map<std::string, int> count_readers(const Graph& g);
 
-// A node of the default domain with no attributes.
-Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
-               std::vector<std::string> outputs);
 // A Cast node to `to`.
 Node make_cast(const std::string& name, const std::string& input, const std::string& output, DType to);
 

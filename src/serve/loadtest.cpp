@@ -99,6 +99,7 @@ bool is_loopback_host(const std::string& host) {
 }
 
 double LoadReport::percentile(double p) const { return percentile_of(latencies_ms, p); }
+double LoadReport::ok_percentile(double p) const { return percentile_of(ok_latencies_ms, p); }
 
 LoadReport run_load(const LoadOptions& o) {
   Url url = parse_url(o.url);
@@ -181,6 +182,7 @@ LoadReport run_load(const LoadOptions& o) {
         report.retry_after += retry_after;
         report.latencies_ms.push_back(ms);
         if (r->status == 200) {
+          report.ok_latencies_ms.push_back(ms);
           ok++;
           batch_sum += batch;
         }
@@ -192,6 +194,7 @@ LoadReport run_load(const LoadOptions& o) {
   if (monitor.joinable()) monitor.join();
   report.seconds = seconds_since(t0);
   std::sort(report.latencies_ms.begin(), report.latencies_ms.end());
+  std::sort(report.ok_latencies_ms.begin(), report.ok_latencies_ms.end());
   report.mean_batch_size = ok ? batch_sum / double(ok) : 0;
   httplib::Client probe(url.host, url.port);
   probe.set_connection_timeout(2);
@@ -224,6 +227,9 @@ std::string format_report(const LoadReport& r) {
   s += cat(" no-response=", r.failed);
   if (r.statuses.count(503)) s += cat(" (503s with Retry-After: ", r.retry_after, ")");
   s += "\n";
+  if (r.ok_latencies_ms.size() != r.latencies_ms.size())
+    s += cat("200s: ", double(r.ok_latencies_ms.size()) / std::max(r.seconds, 1e-9), "/s, latency ms p50 ",
+             r.ok_percentile(50), ", p99 ", r.ok_percentile(99), "\n");
   s += cat("mean batch size (200s): ", r.mean_batch_size, "\n");
   if (r.rss_before > 0 && r.rss_after > 0)
     s += cat("server RSS: ", r.rss_before / 1048576, " MiB before, ", r.rss_after / 1048576, " MiB after\n");

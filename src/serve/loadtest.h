@@ -45,11 +45,13 @@ struct LoadReport {
   int64_t failed = 0;               // no response (connection refused, reset, timeout)
   double seconds = 0;
   std::vector<double> latencies_ms;      // of every response, sorted
+  std::vector<double> ok_latencies_ms;   // of the 200 responses, sorted
   double mean_batch_size = 0;            // over 200 responses
   double rss_before = 0, rss_after = 0;  // server's process_resident_memory_bytes, 0 if unknown
   int64_t retry_after = 0;               // 503s that carried Retry-After
   std::vector<LoadWindow> windows;       // with LoadOptions::window
   double percentile(double p) const;
+  double ok_percentile(double p) const;  // of the 200 responses alone (accepted requests under overload)
   double throughput() const { return seconds > 0 ? double(latencies_ms.size()) / seconds : 0; }
 };
 

@@ -150,15 +150,6 @@ TEST(ControlFlow, SubgraphReadingAnUnknownValueFailsAtLoad) {
   }
 }
 
-Node make_node(const std::string& name, const std::string& op, std::vector<std::string> in,
-               std::vector<std::string> out) {
-  Node n;
-  n.name = name;
-  n.op_type = op;
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
 
 // A model whose only node is an If with `branch` as both branches.
 Model if_model(const Graph& branch) {

@@ -25,12 +25,7 @@ inline Tensor random_tensor(Shape shape, uint32_t seed, float scale = 1.f) {
 
 inline Node node(const std::string& name, const std::string& op, std::vector<std::string> in,
                  std::vector<std::string> out) {
-  Node n;
-  n.name = name;
-  n.op_type = op;
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
+  return vlrt::make_node(name, op, std::move(in), std::move(out));
 }
 
 inline ValueDecl decl(const std::string& name, Shape shape) {
