@@ -293,6 +293,9 @@ void Server::setup(const std::string& model_path, double load_seconds) {
         else
           msg = cat("HTTP status ", res.status);
         reply_error(res, res.status, msg);
+        // After a request httplib could not read whole, the connection holds what is left of it:
+        // the client must not send another request on it.
+        if (res.status != 404) res.set_header("Connection", "close");
         return httplib::Server::HandlerResponse::Handled;
       }));
   http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

@@ -137,5 +137,28 @@ TEST(ServeSlowClients, ConnectionsBeyondTheCapAreAnswered503) {
   EXPECT_EQ(r->status, 200);
 }
 
+// A request httplib cannot read whole leaves the rest of itself on the connection: the 400 says
+// Connection: close, so that a client does not send its next request after it.
+TEST(ServeSlowClients, MalformedRequestsCloseTheirConnection) {
+  test::TestServer ts(serve::ServeOptions{});
+  std::string body = "--b\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\nno closing boundary";
+  int fd = stalled_connection(ts.port, "POST /v1/detect HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; "
+                                       "boundary=b\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  std::string reply;
+  char buf[4096];
+  for (int i = 0; i < 40 && reply.find("malformed HTTP request") == std::string::npos; i++) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    reply.append(buf, size_t(n));
+  }
+  close(fd);
+  EXPECT_NE(reply.find("HTTP/1.1 400"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("Connection: close"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("malformed HTTP request"), std::string::npos) << reply;
+}
+
 }  // namespace
 }  // namespace vlrt
+
