@@ -12,6 +12,7 @@ Run it with a LeakSanitizer build (`make sanitize` builds one into build-asan) t
 
     python3 tools/check_allocation_failures.py --vlrt build/vlrt
     python3 tools/check_allocation_failures.py --vlrt build-asan/vlrt --skip-server
+    python3 tools/check_allocation_failures.py --vlrt build-asan/vlrt --skip-command
 """
 import argparse
 import json
@@ -190,9 +191,10 @@ def main():
     ap.add_argument("--vlrt", default=os.path.join(ROOT, "build", "vlrt"))
     ap.add_argument("--image", default=os.path.join(ROOT, "assets", "demo.png"))
     ap.add_argument("--prompt", default="yellow heart . black ring .")
-    ap.add_argument("--skip-server", action="store_true")
+    ap.add_argument("--skip-server", action="store_true", help="walk only the `vlrt detect` command")
+    ap.add_argument("--skip-command", action="store_true", help="walk only the served request")
     a = ap.parse_args()
-    ok = walk_command(a)
+    ok = a.skip_command or walk_command(a)
     if not a.skip_server:
         ok = walk_server(a) and ok
     print("all clean" if ok else "NOT CLEAN")
