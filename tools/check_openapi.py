@@ -2,18 +2,43 @@
 """Runs schemathesis (pip install schemathesis) against a loopback `vlrt serve` of the demo model,
 driven by the server's own GET /openapi.json: every operation gets --max-examples generated
 requests (valid and invalid); the run fails on a 5xx answer, an undocumented status code, a response that does not
-match its schema or a wrong content type.
+match its schema or a wrong content type. Afterwards it prints how many requests each operation
+got, over all phases (an operation with no parameters or body has one distinct request, which
+schemathesis sends once per phase).
 
     python3 tools/check_openapi.py [--vlrt build/vlrt] [--max-examples 1000]
 """
 import argparse
+import collections
+import glob
+import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 from serve_check import free_port, wait_ready
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def print_requests_per_operation(reports):
+    """Requests per operation and phase, from schemathesis's event stream (each finished
+    scenario records its test cases)."""
+    counts = collections.defaultdict(collections.Counter)
+    for path in glob.glob(reports + "/*.ndjson"):
+        with open(path) as f:
+            for line in f:
+                event = json.loads(line).get("ScenarioFinished")
+                if event:
+                    counts[event["recorder"]["label"]][event["phase"]] += len(event["recorder"]["cases"])
+    phases = sorted({phase for c in counts.values() for phase in c})
+    print(f"requests per operation ({', '.join(phases)}, total):")
+    for label in sorted(counts, key=lambda k: -sum(counts[k].values())):
+        print(f"  {label:55s} " + " ".join(f"{counts[label][p]:6d}" for p in phases) + f" {sum(counts[label].values()):7d}")
+    totals = [sum(c.values()) for c in counts.values()]
+    if totals:
+        print(f"{len(totals)} operations, {sum(totals)} requests, fewest for one operation {min(totals)}")
 
 
 def main():
@@ -28,9 +53,11 @@ def main():
                               stdout=subprocess.DEVNULL)
     try:
         wait_ready(url, server)
+        reports = tempfile.mkdtemp(prefix="vlrt-openapi-")
         run = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", url + "/openapi.json",
                               "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance", "--max-examples", str(a.max_examples),
-                              "--workers", str(a.workers), "--url", url])
+                              "--workers", str(a.workers), "--url", url, "--report", "ndjson", "--report-dir", reports])
+        print_requests_per_operation(reports)
         sys.exit(run.returncode)
     finally:
         server.terminate()

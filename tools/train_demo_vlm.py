@@ -143,9 +143,11 @@ class Prompts:
         return self.tokenizer(text)["input_ids"] + [xq.IM_END]
 
 
-def make_batch(items, grid, prompts):
+def make_batch(model, items, grid, prompts):
     """items: (pixel_values, prompt, answer, cell targets) of one grid -> model inputs with
-    answer-only labels, and the cell targets."""
+    answer-only labels and Qwen2-VL's multimodal rotary positions (image tokens at their row and
+    column, as generation and vlrt place them; without them the model would train on 1-D
+    positions), and the cell targets."""
     seqs, labels = [], []
     for _, prompt, answer, _ in items:
         p, a = prompts.ids(prompt, grid), prompts.answer(answer)
@@ -157,9 +159,10 @@ def make_batch(items, grid, prompts):
     mask = torch.zeros((len(seqs), length), dtype=torch.int64)
     for i, (s, l) in enumerate(zip(seqs, labels)):
         ids[i, :len(s)], lab[i, :len(s)], mask[i, :len(s)] = torch.tensor(s), torch.tensor(l), 1
-    return dict(input_ids=ids, attention_mask=mask, labels=lab,
-                pixel_values=torch.cat([item[0] for item in items]),
-                image_grid_thw=torch.tensor([list(grid)] * len(items))), \
+    grid_thw = torch.tensor([list(grid)] * len(items))
+    positions, _ = model.get_rope_index(ids, grid_thw, None, mask)
+    return dict(input_ids=ids, attention_mask=mask, labels=lab, position_ids=positions,
+                pixel_values=torch.cat([item[0] for item in items]), image_grid_thw=grid_thw), \
         [torch.cat([item[3][i] for item in items]) for i in range(2)]
 
 
@@ -299,7 +302,7 @@ def main():
         model.eval()
         right = {k: [0, 0] for k in dq.KINDS}
         for grid, items in quick_batches:
-            ok = exact_answers(model, make_batch(items, grid, prompts)[0])
+            ok = exact_answers(model, make_batch(model, items, grid, prompts)[0])
             for (_, prompt, _, _), good in zip(items, ok.tolist()):
                 kind = next(k for k, p in (("what", "What"), ("is_there", "Is there"),
                                            ("how_many_objects", "How many objects"), ("how_many_shape", "How many"))
@@ -317,7 +320,7 @@ def main():
             group["lr"] = lr_at(step)
         kinds = [k for k in dq.KINDS if k != "what"] if step < a.short_first else dq.KINDS
         grid, items = sample_batches(rng, buckets, a.batch, kinds)
-        batch, targets = make_batch(items, grid, prompts)
+        batch, targets = make_batch(model, items, grid, prompts)
         if a.loss == "question":
             labels = batch.pop("labels")
             answer_loss = answer_loss_per_question(model(**batch).logits, labels)
