@@ -24,14 +24,19 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def print_requests_per_operation(reports):
     """Requests per operation and phase, from schemathesis's event stream (each finished
-    scenario records its test cases)."""
+    scenario records its test cases; a stateful scenario's cases span several
+    operations, named in each case; other phases' cases belong to the scenario's operation, even
+    those sent with another method)."""
     counts = collections.defaultdict(collections.Counter)
     for path in glob.glob(reports + "/*.ndjson"):
         with open(path) as f:
             for line in f:
                 event = json.loads(line).get("ScenarioFinished")
-                if event:
-                    counts[event["recorder"]["label"]][event["phase"]] += len(event["recorder"]["cases"])
+                for case in (event or {}).get("recorder", {}).get("cases", {}).values():
+                    value = case["value"]
+                    operation = value["method"] + " " + value["path"] if event["phase"] == "stateful" \
+                        else event["recorder"]["label"]
+                    counts[operation][event["phase"]] += 1
     phases = sorted({phase for c in counts.values() for phase in c})
     print(f"requests per operation ({', '.join(phases)}, total):")
     for label in sorted(counts, key=lambda k: -sum(counts[k].values())):
