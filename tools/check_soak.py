@@ -5,8 +5,9 @@
    answered; a report per --window. Passes with 0 failed requests (every answer 200), the server's
    RSS growing less than 5% from the end of the first window (the warm-up) to the end of the last,
    and the p99 latency of the last window within 20% of the first's.
-2. overload: 4x the soak's sustained rate (requests/s) for --overload-seconds. Passes when the excess
-   gets 503 with Retry-After, no request goes unanswered and the accepted requests' p99 stays below
+2. overload: 4x the soak's sustained rate (requests/s) from 4x the clients for --overload-seconds,
+   against a server whose queue holds --clients requests. Passes when the excess gets 503 with
+   Retry-After, no request goes unanswered and the accepted requests' p99 stays below
    3x the soak's p99.
 3. recovery: half the sustained rate for --recovery-seconds: every answer 200 again, p99 within 20%
    of the soak's.
@@ -51,8 +52,10 @@ def main():
     a = ap.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([a.vlrt, "serve", str(ROOT / "models/demo/model.onnx"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL)
+    # The queue holds as many requests as the soak has clients: the soak never fills it, and under
+    # overload the excess is turned away at once instead of waiting behind --max-queue's default.
+    server = subprocess.Popen([a.vlrt, "serve", str(ROOT / "models/demo/model.onnx"), "--port", str(port),
+                               "--max-queue", str(a.clients)], stdout=subprocess.DEVNULL)
     reports, ok = {}, True
     try:
         wait_ready(url, server)

@@ -28,10 +28,30 @@ Batcher::Batcher(BatcherOptions options, LimitFn limit, RunFn run, DepthFn on_de
 
 Batcher::~Batcher() { drain(); }
 
-Batcher::Submit Batcher::submit(const std::shared_ptr<Job>& job) {
+Batcher::Place::~Place() {
+  if (!batcher_) return;
+  std::lock_guard<std::mutex> lk(batcher_->mu_);
+  batcher_->reserved_--;
+}
+
+Batcher::Submit Batcher::reserve(Place& place) {
   std::lock_guard<std::mutex> lk(mu_);
   if (closed_) return Submit::closed;
-  if (queue_.size() >= options_.max_queue) return Submit::full;
+  if (queue_.size() + reserved_ >= options_.max_queue) return Submit::full;
+  reserved_++;
+  place.batcher_ = this;
+  return Submit::queued;
+}
+
+Batcher::Submit Batcher::submit(const std::shared_ptr<Job>& job, Place* place) {
+  std::lock_guard<std::mutex> lk(mu_);
+  bool held = place && place->batcher_ == this;
+  if (held) {
+    reserved_--;
+    place->batcher_ = nullptr;
+  }
+  if (closed_) return Submit::closed;
+  if (!held && queue_.size() + reserved_ >= options_.max_queue) return Submit::full;
   job->enqueued = Clock::now();
   queue_.push_back(job);
   if (on_depth_) on_depth_(queue_.size());

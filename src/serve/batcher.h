@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace vlrt::serve {
@@ -57,7 +58,26 @@ class Batcher {
   Batcher& operator=(const Batcher&) = delete;
 
   enum class Submit { queued, full, closed };
-  Submit submit(const std::shared_ptr<Job>& job);
+
+  // A place in the queue, held while a request is prepared (decoded, resized, tokenized) and
+  // then handed to submit(): a full queue turns requests away before that work, so under
+  // overload the refused ones do not take the cores from the model. Given back if unused.
+  class Place {
+   public:
+    Place() = default;
+    Place(Place&& other) noexcept : batcher_(std::exchange(other.batcher_, nullptr)) {}
+    Place& operator=(Place&&) = delete;
+    ~Place();
+    bool held() const { return batcher_ != nullptr; }
+
+   private:
+    friend class Batcher;
+    Batcher* batcher_ = nullptr;
+  };
+  // queued: `place` now holds a place; full or closed: it stays empty.
+  Submit reserve(Place& place);
+  // A job with a held place is queued without counting again (the place is used up).
+  Submit submit(const std::shared_ptr<Job>& job, Place* place = nullptr);
   // Takes a job out of the queue (it timed out); false when the worker has it already.
   bool cancel(const std::shared_ptr<Job>& job);
   // Refuses new jobs, runs every queued one, then stops the worker. Idempotent.
@@ -75,6 +95,7 @@ class Batcher {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> queue_;
+  size_t reserved_ = 0;  // places held by requests being prepared
   bool closed_ = false;
   std::thread thread_;
 };

@@ -651,8 +651,8 @@ void Server::shutdown() {
 
 ServeStats Server::stats() const { return {accepted_, completed_, timed_out_, failed_, refused_}; }
 
-void Server::run_job(const std::shared_ptr<Job>& job) {
-  switch (batcher_->submit(job)) {
+void Server::refuse_unless_queued(Batcher::Submit submitted) {
+  switch (submitted) {
     case Batcher::Submit::closed:
       refused_++;
       refuse(503, "the server is shutting down");
@@ -662,6 +662,16 @@ void Server::run_job(const std::shared_ptr<Job>& job) {
     case Batcher::Submit::queued:
       break;
   }
+}
+
+Batcher::Place Server::take_place() {
+  Batcher::Place place;
+  refuse_unless_queued(batcher_->reserve(place));
+  return place;
+}
+
+void Server::run_job(const std::shared_ptr<Job>& job, Batcher::Place* place) {
+  refuse_unless_queued(batcher_->submit(job, place));
   accepted_++;
   if (job->finished_by(job->enqueued + std::chrono::milliseconds(options_.timeout_ms))) {
     if (job->status != 200) {
@@ -792,17 +802,19 @@ std::shared_ptr<Server::ModelJob> Server::infer_pipeline(const std::shared_ptr<S
   return job;
 }
 
-// Decoding, resizing, normalizing and tokenizing run on the HTTP thread, and so does
+// Decoding, resizing, normalizing and tokenizing run on the HTTP thread, once the request holds
+// a place in the queue (a full queue refuses it before that work), and so does
 // postprocessing (for grounding a sigmoid per query and token), in parallel with the worker's
 // next batch: the worker only runs the model.
 std::shared_ptr<Server::PipelineJob> Server::run_pipeline_request(const std::shared_ptr<ServedModel>& model,
                                                                   const RequestBody& body) {
+  Batcher::Place place = take_place();  // before the decoding a full queue would waste
   auto job = std::make_shared<PipelineJob>();
   job->model = model;
   job->request = pipeline_->parse(body);
   pipeline_->preprocess(*job->request, {options_.max_prompt_bytes, options_.max_image_pixels});
   job->key = job->request->batch_key;
-  run_job(job);
+  run_job(job, &place);
   pipeline_->postprocess(*job->request);
   return job;
 }

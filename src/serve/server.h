@@ -152,8 +152,12 @@ class Server {
     count_success(model, *job, t0);
     return job;
   }
-  // Queues a job and waits for it; throws HttpError 503 / 504.
-  void run_job(const std::shared_ptr<Job>& job);
+  // Queues the job (in `place` when one is held) and waits for it; refuses with 503 when the
+  // queue is full or closing, 504 when its time runs out, and the job's status when it failed.
+  void run_job(const std::shared_ptr<Job>& job, Batcher::Place* place = nullptr);
+  // A queue place for a request about to be prepared; 503 when none is free.
+  Batcher::Place take_place();
+  void refuse_unless_queued(Batcher::Submit submitted);
   int64_t batch_limit(const Job& job);
   void run_batch(const std::vector<std::shared_ptr<Job>>& batch);
   void run_pipeline_batch(const std::vector<std::shared_ptr<Job>>& batch);

@@ -214,6 +214,45 @@ TEST(ServeBatcher, FullQueueCancelAndDrain) {
   EXPECT_EQ(b.submit(j3), Batcher::Submit::closed);
 }
 
+TEST(ServeBatcher, HeldPlacesCountAgainstTheQueue) {
+  BatcherOptions o;
+  o.max_queue = 2;
+  o.max_delay = std::chrono::seconds(30);  // nothing runs until drained
+  std::atomic<int> ran{0};
+  Batcher b(
+      o, [](const Job&) { return 8; },
+      [&](const std::vector<std::shared_ptr<Job>>& batch) {
+        ran += int(batch.size());
+        for (auto& j : batch) j->finish();
+      });
+  Batcher::Place p1, p2, p3;
+  EXPECT_EQ(b.reserve(p1), Batcher::Submit::queued);
+  EXPECT_TRUE(p1.held());
+  EXPECT_EQ(b.submit(job("k", 1)), Batcher::Submit::queued);
+  EXPECT_EQ(b.reserve(p2), Batcher::Submit::full);  // one queued + one held fill it
+  EXPECT_FALSE(p2.held());
+  EXPECT_EQ(b.submit(job("k", 2)), Batcher::Submit::full);
+  auto j3 = job("k", 3);
+  EXPECT_EQ(b.submit(j3, &p1), Batcher::Submit::queued);  // the held place is used up
+  EXPECT_FALSE(p1.held());
+  EXPECT_EQ(b.depth(), 2u);
+  EXPECT_TRUE(b.cancel(j3));
+  {
+    Batcher::Place unused;
+    EXPECT_EQ(b.reserve(unused), Batcher::Submit::queued);
+    EXPECT_EQ(b.reserve(p3), Batcher::Submit::full);
+  }  // given back unused
+  EXPECT_EQ(b.reserve(p3), Batcher::Submit::queued);
+  Batcher::Place moved(std::move(p3));
+  EXPECT_FALSE(p3.held());
+  EXPECT_TRUE(moved.held());
+  b.drain();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(b.reserve(p2), Batcher::Submit::closed);
+  EXPECT_EQ(b.submit(job("k", 4), &moved), Batcher::Submit::closed);
+  EXPECT_FALSE(moved.held());
+}
+
 TEST(ServeBatcher, AThrowingRunFailsItsJobsOnly) {
   BatcherOptions o;
   o.max_delay = std::chrono::milliseconds(0);
