@@ -10,7 +10,7 @@ one image size with one random question per scene (only the one-word answers for
 (averaged over the batch's tokens, or with --loss question per question first), plus an auxiliary loss that teaches the vision tower first: two
 linear heads on each image token (a 28 x 28 pixel cell) predict the colour and the shape of the
 object whose box holds the cell's centre (or none). The heads are not exported. AdamW, warm-up
-then cosine. One CPU thread. A checkpoint is written
+then cosine. One CPU thread unless --threads. A checkpoint is written
 to --work every --save-every steps and a run resumes from it; progress lines give the loss and,
 every --eval-every steps, the share of exact answers (every teacher-forced argmax right, which
 is what greedy decoding gives) on 96 questions about seed 99's scenes.
@@ -247,11 +247,12 @@ def main():
                     help="steps at the start that ask only the questions with one-word answers")
     ap.add_argument("--loss", choices=["token", "question"], default="token",
                     help="average the answer loss over all answer tokens of the batch, or per question first")
+    ap.add_argument("--threads", type=int, default=1, help="PyTorch's CPU threads")
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--export-only", action="store_true", help="export the last checkpoint")
     a = ap.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(a.threads)
     os.makedirs(a.work, exist_ok=True)
     torch.manual_seed(0)
     model = transformers.Qwen2VLForConditionalGeneration._from_config(make_config(), attn_implementation="eager")
