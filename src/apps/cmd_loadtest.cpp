@@ -99,7 +99,7 @@ nlohmann::json report_json(const serve::LoadReport& r) {
                       {"p50_ms", r.percentile(50)},
                       {"p90_ms", r.percentile(90)},
                       {"p99_ms", r.percentile(99)},
-                      {"ok_per_s", r.seconds > 0 ? double(r.ok_latencies_ms.size()) / r.seconds : 0},
+                      {"ok_per_s", r.ok_throughput()},
                       {"p50_ok_ms", r.ok_percentile(50)},
                       {"p99_ok_ms", r.ok_percentile(99)},
                       {"no_response", r.failed},

@@ -228,7 +228,7 @@ std::string format_report(const LoadReport& r) {
   if (r.statuses.count(503)) s += cat(" (503s with Retry-After: ", r.retry_after, ")");
   s += "\n";
   if (r.ok_latencies_ms.size() != r.latencies_ms.size())
-    s += cat("200s: ", double(r.ok_latencies_ms.size()) / std::max(r.seconds, 1e-9), "/s, latency ms p50 ",
+    s += cat("200s: ", r.ok_throughput(), "/s, latency ms p50 ",
              r.ok_percentile(50), ", p99 ", r.ok_percentile(99), "\n");
   s += cat("mean batch size (200s): ", r.mean_batch_size, "\n");
   if (r.rss_before > 0 && r.rss_after > 0)

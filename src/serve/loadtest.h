@@ -53,6 +53,7 @@ struct LoadReport {
   double percentile(double p) const;
   double ok_percentile(double p) const;  // of the 200 responses alone (accepted requests under overload)
   double throughput() const { return seconds > 0 ? double(latencies_ms.size()) / seconds : 0; }
+  double ok_throughput() const { return seconds > 0 ? double(ok_latencies_ms.size()) / seconds : 0; }
 };
 
 // "127.0.0.1", "::1", "localhost" and the rest of 127/8; anything else is refused.

@@ -150,7 +150,6 @@ TEST(ControlFlow, SubgraphReadingAnUnknownValueFailsAtLoad) {
   }
 }
 
-
 // A model whose only node is an If with `branch` as both branches.
 Model if_model(const Graph& branch) {
   Model m;

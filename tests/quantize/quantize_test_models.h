@@ -23,11 +23,6 @@ inline Tensor random_tensor(Shape shape, uint32_t seed, float scale = 1.f) {
   return t;
 }
 
-inline Node node(const std::string& name, const std::string& op, std::vector<std::string> in,
-                 std::vector<std::string> out) {
-  return vlrt::make_node(name, op, std::move(in), std::move(out));
-}
-
 inline ValueDecl decl(const std::string& name, Shape shape) {
   ValueDecl v{name, DType::f32, true, {}, ValueKind::tensor};
   for (int64_t d : shape) v.dims.push_back(Dim{d, ""});
@@ -51,10 +46,10 @@ inline Model mlp_model() {
   g.initializers["b1"] = random_tensor({48}, 2, 0.1f);
   g.initializers["w2"] = random_tensor({40, 48}, 3, 0.3f);
   g.initializers["c2"] = random_tensor({40}, 4, 0.1f);
-  g.nodes.push_back(node("fc1", "MatMul", {"x", "w1"}, {"h1"}));
-  g.nodes.push_back(node("bias1", "Add", {"h1", "b1"}, {"h2"}));
-  g.nodes.push_back(node("relu1", "Relu", {"h2"}, {"h3"}));
-  Node gemm = node("fc2", "Gemm", {"h3", "w2", "c2"}, {"y"});
+  g.nodes.push_back(vlrt::make_node("fc1", "MatMul", {"x", "w1"}, {"h1"}));
+  g.nodes.push_back(vlrt::make_node("bias1", "Add", {"h1", "b1"}, {"h2"}));
+  g.nodes.push_back(vlrt::make_node("relu1", "Relu", {"h2"}, {"h3"}));
+  Node gemm = vlrt::make_node("fc2", "Gemm", {"h3", "w2", "c2"}, {"y"});
   gemm.attrs["transB"] = attr_i(1);
   gemm.attrs["alpha"] = attr_f(0.5f);
   gemm.attrs["beta"] = attr_f(2.f);
@@ -71,11 +66,11 @@ inline Model conv_model() {
   g.initializers["w1"] = random_tensor({13, 3, 3, 3}, 5, 0.4f);
   g.initializers["b1"] = random_tensor({13}, 6, 0.1f);
   g.initializers["w2"] = random_tensor({5, 13, 3, 3}, 7, 0.2f);
-  Node conv1 = node("conv1", "Conv", {"x", "w1", "b1"}, {"c1"});
+  Node conv1 = vlrt::make_node("conv1", "Conv", {"x", "w1", "b1"}, {"c1"});
   conv1.attrs["pads"] = attr_ints({1, 1, 1, 1});
   g.nodes.push_back(conv1);
-  g.nodes.push_back(node("relu1", "Relu", {"c1"}, {"r1"}));
-  Node conv2 = node("conv2", "Conv", {"r1", "w2"}, {"y"});
+  g.nodes.push_back(vlrt::make_node("relu1", "Relu", {"c1"}, {"r1"}));
+  Node conv2 = vlrt::make_node("conv2", "Conv", {"r1", "w2"}, {"y"});
   conv2.attrs["strides"] = attr_ints({2, 2});
   g.nodes.push_back(conv2);
   return m;

@@ -18,7 +18,7 @@ Model mlp_with_norm() {
   Graph& g = m.graph;
   g.initializers["ln_scale"] = test::random_tensor({48}, 21, 1.f);
   g.initializers["ln_bias"] = test::random_tensor({48}, 22, 0.1f);
-  g.nodes[1] = test::node("norm", "LayerNormalization", {"h1", "ln_scale", "ln_bias"}, {"h2"});
+  g.nodes[1] = make_node("norm", "LayerNormalization", {"h1", "ln_scale", "ln_bias"}, {"h2"});
   g.initializers.erase("b1");
   return m;
 }

@@ -161,4 +161,3 @@ TEST(ServeSlowClients, MalformedRequestsCloseTheirConnection) {
 
 }  // namespace
 }  // namespace vlrt
-
