@@ -18,7 +18,7 @@ import tempfile
 
 import openai
 
-from serve_check import check, free_port, wait_ready  # noqa: E402
+from serve_check import check, serving  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -41,12 +41,8 @@ def main():
         expected = json.load(open(out))["text"]
     print(f"vlrt chat --json: {len(expected)} characters: {expected!r}")
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([args.vlrt, "serve", args.model, "--port", str(port), "--model-name", "vlm"],
-                              stdout=subprocess.DEVNULL)
-    try:
-        wait_ready(url, server)
+    with serving(args.vlrt, args.model, "--model-name", "vlm") as server:
+        url = server.url
         print(f"vlrt serve {args.model} on {url}")
         client = openai.OpenAI(base_url=url + "/v1", api_key="none")
         mime = "image/jpeg" if image.lower().endswith((".jpg", ".jpeg")) else "image/png"
@@ -84,9 +80,6 @@ def main():
             check(False, "an http image URL is refused")
         except openai.APIStatusError as e:
             check(400 <= e.status_code < 500, f"http image URL: {e.status_code} {e.message}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     print("all checks passed")
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from serve_check import free_port, wait_ready
+from serve_check import serving
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -52,21 +52,14 @@ def main():
     ap.add_argument("--max-examples", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=4)
     a = ap.parse_args()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([a.vlrt, "serve", str(ROOT / "models/demo/model.onnx"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL)
-    try:
-        wait_ready(url, server)
+    with serving(a.vlrt, str(ROOT / "models/demo/model.onnx")) as server:
+        url = server.url
         reports = tempfile.mkdtemp(prefix="vlrt-openapi-")
         run = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", url + "/openapi.json",
                               "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance", "--max-examples", str(a.max_examples),
                               "--workers", str(a.workers), "--url", url, "--report", "ndjson", "--report-dir", reports])
         print_requests_per_operation(reports)
-        sys.exit(run.returncode)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+    sys.exit(run.returncode)
 
 
 if __name__ == "__main__":

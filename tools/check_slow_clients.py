@@ -10,12 +10,11 @@ import argparse
 import pathlib
 import resource
 import socket
-import subprocess
 import time
 import urllib.request
 import uuid
 
-from serve_check import check, free_port, wait_ready
+from serve_check import check, serving
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -73,12 +72,9 @@ def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     check(hard >= a.connections + 100, f"open-files limit {hard} >= {a.connections} connections + 100")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([a.vlrt, "serve", str(ROOT / "models/demo/model.onnx"), "--port", str(port),
-                               "--read-timeout-s", str(a.read_timeout_s)])
-    try:
-        wait_ready(url, server)
+    with serving(a.vlrt, str(ROOT / "models/demo/model.onnx"), "--read-timeout-s", str(a.read_timeout_s),
+                 output=None) as server:
+        url, port = server.url, server.port
         detect = detect_request(url)
         status, ms = timed(detect)
         check(status == 200, f"/v1/detect with no slow clients: {ms:.0f} ms")
@@ -104,9 +100,6 @@ def main():
             for s in socks:
                 s.close()
             time.sleep(0.5)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 if __name__ == "__main__":

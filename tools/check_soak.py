@@ -20,7 +20,7 @@ import pathlib
 import subprocess
 import sys
 
-from serve_check import free_port, wait_ready
+from serve_check import serving
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROMPT = "yellow heart . black ring . green heart . yellow triangle ."
@@ -50,15 +50,11 @@ def main():
     ap.add_argument("--recovery-seconds", type=float, default=60)
     ap.add_argument("--json", help="also write every report here")
     a = ap.parse_args()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     # The queue holds as many requests as the soak has clients: the soak never fills it, and under
     # overload the excess is turned away at once instead of waiting behind --max-queue's default.
-    server = subprocess.Popen([a.vlrt, "serve", str(ROOT / "models/demo/model.onnx"), "--port", str(port),
-                               "--max-queue", str(a.clients)], stdout=subprocess.DEVNULL)
     reports, ok = {}, True
-    try:
-        wait_ready(url, server)
+    with serving(a.vlrt, str(ROOT / "models/demo/model.onnx"), "--max-queue", str(a.clients)) as server:
+        url = server.url
         soak = reports["soak"] = loadtest(a, url, "--clients", str(a.clients), "--duration", str(a.minutes * 60),
                                           "--window", str(a.window))
         windows = soak["windows"]
@@ -93,9 +89,6 @@ def main():
         bad = rec["sent"] - rec["statuses"].get("200", 0)
         ok &= verdict("recovery", bad == 0 and rec["p99_ms"] <= 1.2 * soak["p99_ms"],
                       f"{rec['sent']} sent at {rate / 2:.1f}/s: {rec['statuses']}, p99 {rec['p99_ms']:.1f} ms")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(reports, indent=1) + "\n")
     print("all checks passed" if ok else "some checks failed")

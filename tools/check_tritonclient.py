@@ -23,7 +23,7 @@ import urllib.request
 import numpy as np
 import tritonclient.http as httpclient
 
-from serve_check import check, free_port  # noqa: E402
+from serve_check import check, serving  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -61,93 +61,85 @@ def main():
     with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
         f.write(f'name: "{name}"\nplatform: "onnxruntime_onnx"\n')
 
-    port = free_port()
-    url = f"127.0.0.1:{port}"
-    server = subprocess.Popen([args.vlrt, "serve", "--port", str(port), "--model-repository", repo] + args.serve_args,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = None
     try:
-        client = httpclient.InferenceServerClient(url=url, network_timeout=600, connection_timeout=600)
-        for _ in range(600):
-            try:
-                if client.is_server_live():
-                    break
-            except Exception:
-                time.sleep(0.2)
-        check(client.is_server_live() and client.is_server_ready(), "server live and ready")
-        meta = client.get_server_metadata()
-        print("      server:", json.dumps(meta))
-        check("binary_tensor_data" in meta["extensions"] and "model_repository" in meta["extensions"],
-              "server metadata lists binary_tensor_data, statistics, model_repository")
-        index = client.get_model_repository_index()
-        print("      repository index:", json.dumps(index))
-        check(any(m["name"] == name and m["state"] == "READY" for m in index), f"repository index: {name} READY")
-        check(client.is_model_ready(name), f"model {name} ready")
-        model_meta = client.get_model_metadata(name)
-        print("      model metadata:", json.dumps(model_meta))
-        config = client.get_model_config(name)
-        print("      model config:", json.dumps(config))
-        check(config["name"] == name and len(config["input"]) == len(model_meta["inputs"]), "model config")
+        with serving(args.vlrt, "--model-repository", repo, *args.serve_args, output=subprocess.PIPE) as server:
+            url = server.url[len("http://"):]
+            client = httpclient.InferenceServerClient(url=url, network_timeout=600, connection_timeout=600)
+            check(client.is_server_live() and client.is_server_ready(), "server live and ready")
+            meta = client.get_server_metadata()
+            print("      server:", json.dumps(meta))
+            check("binary_tensor_data" in meta["extensions"] and "model_repository" in meta["extensions"],
+                  "server metadata lists binary_tensor_data, statistics, model_repository")
+            index = client.get_model_repository_index()
+            print("      repository index:", json.dumps(index))
+            check(any(m["name"] == name and m["state"] == "READY" for m in index), f"repository index: {name} READY")
+            check(client.is_model_ready(name), f"model {name} ready")
+            model_meta = client.get_model_metadata(name)
+            print("      model metadata:", json.dumps(model_meta))
+            config = client.get_model_config(name)
+            print("      model config:", json.dumps(config))
+            check(config["name"] == name and len(config["input"]) == len(model_meta["inputs"]), "model config")
 
-        feeds = {i["name"]: np.load(os.path.join(args.model_dir, i["name"] + ".npy"))
-                 if os.path.exists(os.path.join(args.model_dir, i["name"] + ".npy"))
-                 else np.load(os.path.join(args.model_dir, "image.npy"))
-                 for i in model_meta["inputs"]}
-        expected, stored = expected_outputs(args.model_dir, feeds)
-        before = scrape(url)
-        for binary in (False, True):
-            inputs = []
-            for n, a in feeds.items():
-                t = httpclient.InferInput(n, list(a.shape), {"float32": "FP32", "int64": "INT64"}[str(a.dtype)])
-                t.set_data_from_numpy(a, binary_data=binary)
-                inputs.append(t)
-            outputs = [httpclient.InferRequestedOutput(o["name"], binary_data=binary) for o in model_meta["outputs"]]
-            t0 = time.perf_counter()
-            result = client.infer(name, inputs, outputs=outputs, request_id=f"r{int(binary)}")
-            ms = (time.perf_counter() - t0) * 1000
-            for o in model_meta["outputs"]:
-                got = result.as_numpy(o["name"])
-                ref = expected[o["name"]]
-                err = float(np.max(np.abs(got - ref)) / max(1e-12, float(np.max(np.abs(ref)))))
-                line = f"{name} infer ({'binary' if binary else 'JSON'} data): {o['name']} {list(got.shape)}, " \
-                       f"max abs error / max |ONNX Runtime| = {err:.2e}, {ms:.0f} ms"
-                if o["name"] in stored or len(stored) == 1:
-                    ref2 = stored.get(o["name"], next(iter(stored.values())))
-                    line += f", argmax {int(np.argmax(got))} (stored expected: {int(np.argmax(ref2))})"
-                check(got.shape == ref.shape and err < 1e-3, line)
+            feeds = {i["name"]: np.load(os.path.join(args.model_dir, i["name"] + ".npy"))
+                     if os.path.exists(os.path.join(args.model_dir, i["name"] + ".npy"))
+                     else np.load(os.path.join(args.model_dir, "image.npy"))
+                     for i in model_meta["inputs"]}
+            expected, stored = expected_outputs(args.model_dir, feeds)
+            before = scrape(url)
+            for binary in (False, True):
+                inputs = []
+                for n, a in feeds.items():
+                    t = httpclient.InferInput(n, list(a.shape), {"float32": "FP32", "int64": "INT64"}[str(a.dtype)])
+                    t.set_data_from_numpy(a, binary_data=binary)
+                    inputs.append(t)
+                outputs = [httpclient.InferRequestedOutput(o["name"], binary_data=binary) for o in model_meta["outputs"]]
+                t0 = time.perf_counter()
+                result = client.infer(name, inputs, outputs=outputs, request_id=f"r{int(binary)}")
+                ms = (time.perf_counter() - t0) * 1000
+                for o in model_meta["outputs"]:
+                    got = result.as_numpy(o["name"])
+                    ref = expected[o["name"]]
+                    err = float(np.max(np.abs(got - ref)) / max(1e-12, float(np.max(np.abs(ref)))))
+                    line = f"{name} infer ({'binary' if binary else 'JSON'} data): {o['name']} {list(got.shape)}, " \
+                           f"max abs error / max |ONNX Runtime| = {err:.2e}, {ms:.0f} ms"
+                    if o["name"] in stored or len(stored) == 1:
+                        ref2 = stored.get(o["name"], next(iter(stored.values())))
+                        line += f", argmax {int(np.argmax(got))} (stored expected: {int(np.argmax(ref2))})"
+                    check(got.shape == ref.shape and err < 1e-3, line)
 
-        others = [m for (metric, m) in scrape(url) if metric == "nv_inference_count" and m != name]
-        check(len(others) == 1, f"the pipeline's model ({others}) is served beside the repository's")
-        detector = others[0]
-        with open(os.path.join(ROOT, "assets", "demo.png"), "rb") as f:
-            png = f.read()
-        prompt = json.load(open(os.path.join(ROOT, "assets", "demo.json")))["prompt"]
-        image = httpclient.InferInput("image", [1], "BYTES")
-        image.set_data_from_numpy(np.array([png], dtype=object), binary_data=True)
-        text = httpclient.InferInput("prompt", [1], "BYTES")
-        text.set_data_from_numpy(np.array([prompt.encode()], dtype=object), binary_data=False)
-        result = client.infer(detector, [image, text])
-        boxes, scores, labels = result.as_numpy("boxes"), result.as_numpy("scores"), result.as_numpy("labels")
-        for b, s, l in list(zip(boxes, scores, labels))[:3]:
-            print(f"      {l.decode()}: {s:.3f} [{', '.join(f'{v:.1f}' for v in b)}]")
-        check(len(labels) > 0 and boxes.shape == (len(labels), 4),
-              f"{detector} infer with BYTES image and prompt: {len(labels)} detections")
+            others = [m for (metric, m) in scrape(url) if metric == "nv_inference_count" and m != name]
+            check(len(others) == 1, f"the pipeline's model ({others}) is served beside the repository's")
+            detector = others[0]
+            with open(os.path.join(ROOT, "assets", "demo.png"), "rb") as f:
+                png = f.read()
+            prompt = json.load(open(os.path.join(ROOT, "assets", "demo.json")))["prompt"]
+            image = httpclient.InferInput("image", [1], "BYTES")
+            image.set_data_from_numpy(np.array([png], dtype=object), binary_data=True)
+            text = httpclient.InferInput("prompt", [1], "BYTES")
+            text.set_data_from_numpy(np.array([prompt.encode()], dtype=object), binary_data=False)
+            result = client.infer(detector, [image, text])
+            boxes, scores, labels = result.as_numpy("boxes"), result.as_numpy("scores"), result.as_numpy("labels")
+            for b, s, l in list(zip(boxes, scores, labels))[:3]:
+                print(f"      {l.decode()}: {s:.3f} [{', '.join(f'{v:.1f}' for v in b)}]")
+            check(len(labels) > 0 and boxes.shape == (len(labels), 4),
+                  f"{detector} infer with BYTES image and prompt: {len(labels)} detections")
 
-        stats = client.get_inference_statistics(name)["model_stats"][0]
-        print("      stats:", json.dumps(stats))
-        check(stats["inference_stats"]["success"]["count"] >= 2 and stats["execution_count"] >= 2, f"{name} statistics")
-        after = scrape(url)
-        for metric in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
-                       "nv_inference_request_duration_us", "nv_inference_compute_infer_duration_us"):
-            a, b = before.get((metric, name), 0), after.get((metric, name), 0)
-            check(b > a, f'{metric}{{model="{name}"}}: {a:g} -> {b:g}')
-        client.unload_model(name)
-        check(not client.is_model_ready(name), f"unload {name}: not ready")
-        client.load_model(name)
-        check(client.is_model_ready(name), f"load {name}: ready")
+            stats = client.get_inference_statistics(name)["model_stats"][0]
+            print("      stats:", json.dumps(stats))
+            check(stats["inference_stats"]["success"]["count"] >= 2 and stats["execution_count"] >= 2, f"{name} statistics")
+            after = scrape(url)
+            for metric in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count",
+                           "nv_inference_request_duration_us", "nv_inference_compute_infer_duration_us"):
+                a, b = before.get((metric, name), 0), after.get((metric, name), 0)
+                check(b > a, f'{metric}{{model="{name}"}}: {a:g} -> {b:g}')
+            client.unload_model(name)
+            check(not client.is_model_ready(name), f"unload {name}: not ready")
+            client.load_model(name)
+            check(client.is_model_ready(name), f"load {name}: ready")
     finally:
-        server.terminate()
-        out, _ = server.communicate(timeout=60)
-        print("      server log:", " | ".join(out.strip().splitlines()[-3:]))
+        if server is not None and server.log:
+            print("      server log:", " | ".join(server.log.strip().splitlines()[-3:]))
         shutil.rmtree(repo)
 
 

@@ -1,8 +1,12 @@
-"""What the scripts that check `vlrt serve` against a client share: a loopback port, waiting
-for readiness, and one printed line per check that stops the script on the first failure."""
+"""What the scripts that check `vlrt serve` against a client share: a server on a loopback port
+for the length of a block, and one printed line per check that stops the script on the first
+failure."""
+import contextlib
 import socket
+import subprocess
 import sys
 import time
+import types
 import urllib.request
 
 
@@ -30,3 +34,20 @@ def wait_ready(url, server, seconds=120):
         except OSError:
             time.sleep(0.2)
     sys.exit("vlrt serve did not become ready")
+
+
+@contextlib.contextmanager
+def serving(vlrt, *args, output=subprocess.DEVNULL):
+    """Runs `VLRT serve ARGS --port P` on a free loopback port P, waits until it is ready and
+    stops it when the block ends. Yields the server as .url, .port and .process; with
+    output=subprocess.PIPE its log is in .log afterwards (None is the terminal)."""
+    port = free_port()
+    server = types.SimpleNamespace(url=f"http://127.0.0.1:{port}", port=port, log=None)
+    server.process = subprocess.Popen([vlrt, "serve", *args, "--port", str(port)], stdout=output, text=True,
+                                      stderr=subprocess.STDOUT if output == subprocess.PIPE else None)
+    try:
+        wait_ready(server.url, server.process)
+        yield server
+    finally:
+        server.process.terminate()
+        server.log, _ = server.process.communicate(timeout=60)
