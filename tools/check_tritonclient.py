@@ -23,6 +23,7 @@ import urllib.request
 import numpy as np
 import tritonclient.http as httpclient
 
+from make_triton_requests import demo_detect_inputs  # noqa: E402
 from serve_check import check, serving  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -111,14 +112,7 @@ def main():
             others = [m for (metric, m) in scrape(url) if metric == "nv_inference_count" and m != name]
             check(len(others) == 1, f"the pipeline's model ({others}) is served beside the repository's")
             detector = others[0]
-            with open(os.path.join(ROOT, "assets", "demo.png"), "rb") as f:
-                png = f.read()
-            prompt = json.load(open(os.path.join(ROOT, "assets", "demo.json")))["prompt"]
-            image = httpclient.InferInput("image", [1], "BYTES")
-            image.set_data_from_numpy(np.array([png], dtype=object), binary_data=True)
-            text = httpclient.InferInput("prompt", [1], "BYTES")
-            text.set_data_from_numpy(np.array([prompt.encode()], dtype=object), binary_data=False)
-            result = client.infer(detector, [image, text])
+            result = client.infer(detector, demo_detect_inputs())
             boxes, scores, labels = result.as_numpy("boxes"), result.as_numpy("scores"), result.as_numpy("labels")
             for b, s, l in list(zip(boxes, scores, labels))[:3]:
                 print(f"      {l.decode()}: {s:.3f} [{', '.join(f'{v:.1f}' for v in b)}]")

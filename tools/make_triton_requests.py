@@ -28,6 +28,20 @@ def body(name, inputs, outputs, request_id=""):
     return json_size
 
 
+def demo_detect_inputs():
+    """The demo detector's inputs as tritonclient sends them: assets/demo.png as a BYTES
+    image in binary data, and assets/demo.json's prompt as a BYTES prompt in JSON."""
+    with open(os.path.join(ROOT, "assets", "demo.png"), "rb") as f:
+        png = f.read()
+    with open(os.path.join(ROOT, "assets", "demo.json")) as f:
+        prompt = json.load(f)["prompt"]
+    image = httpclient.InferInput("image", [1], "BYTES")
+    image.set_data_from_numpy(np.array([png], dtype=object), binary_data=True)
+    text = httpclient.InferInput("prompt", [1], "BYTES")
+    text.set_data_from_numpy(np.array([prompt.encode()], dtype=object), binary_data=False)
+    return [image, text]
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     sizes = {}
@@ -36,14 +50,7 @@ def main():
     sizes["tensor_binary.bin"] = body("tensor_binary.bin", [x], [httpclient.InferRequestedOutput("y", binary_data=True)],
                                       request_id="t1")
 
-    with open(os.path.join(ROOT, "assets", "demo.png"), "rb") as f:
-        png = f.read()
-    prompt = json.load(open(os.path.join(ROOT, "assets", "demo.json")))["prompt"]
-    image = httpclient.InferInput("image", [1], "BYTES")
-    image.set_data_from_numpy(np.array([png], dtype=object), binary_data=True)
-    text = httpclient.InferInput("prompt", [1], "BYTES")
-    text.set_data_from_numpy(np.array([prompt.encode()], dtype=object), binary_data=False)
-    sizes["detect_bytes.bin"] = body("detect_bytes.bin", [image, text], None, request_id="d1")
+    sizes["detect_bytes.bin"] = body("detect_bytes.bin", demo_detect_inputs(), None, request_id="d1")
 
     with open(os.path.join(OUT, "requests.json"), "w") as f:
         json.dump({name: {"json_length": n} for name, n in sizes.items()}, f, indent=2)
