@@ -304,6 +304,8 @@ def main():
                     help="steps at the start that ask only the questions with one-word answers")
     ap.add_argument("--loss", choices=["token", "question"], default="token",
                     help="average the answer loss over all answer tokens of the batch, or per question first")
+    ap.add_argument("--kinds", default=",".join(dq.KINDS),
+                    help="question kinds asked in training, comma-separated; a kind listed twice is asked twice as often")
     ap.add_argument("--threads", type=int, default=1, help="PyTorch's CPU threads")
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=300)
@@ -377,7 +379,7 @@ def main():
     while step < a.steps:
         for group in opt.param_groups:
             group["lr"] = lr_at(step)
-        kinds = [k for k in dq.KINDS if k != "what"] if step < a.short_first else dq.KINDS
+        kinds = [k for k in a.kinds.split(",") if k != "what" or step >= a.short_first]
         grid, items = sample_batches(rng, buckets, a.batch, kinds)
         batch, targets, guides = make_batch(model, items, grid, prompts)
         labels = batch.pop("labels")
