@@ -152,7 +152,12 @@ class Prompts:
         return self.tokenizer(text)["input_ids"] + [xq.IM_END]
 
 
-def guided_cells(prompts, prompt_len, prompt, answer, targets):
+def ask(rng, px, objects, targets, kind):
+    """One training item: (pixel values, kind, prompt, answer, cell targets)."""
+    return (px, kind, *dq.question(rng, objects, kind), targets)
+
+
+def guided_cells(prompts, prompt_len, kind, prompt, answer, targets):
     """The attention guidance for one question: (query position, cells) pairs, each saying that
     the query at that position should look at those image tokens, or with cells None at the
     <|vision_start|> token (nothing in the image matches). The answer's first token is predicted
@@ -162,13 +167,13 @@ def guided_cells(prompts, prompt_len, prompt, answer, targets):
     colour, shape, which = targets
     colours = list(scenes.COLOURS)
     last = prompt_len - 1
-    if prompt.startswith("Is there a "):
+    if kind == "is_there":
         c, s = prompt[len("Is there a "):-1].split(" ")
         cells = (colour == colours.index(c) + 1) & (shape == scenes.SHAPES.index(s) + 1)
         return [(last, cells if answer == "Yes." else None)] if answer == "No." or cells.any() else []
-    if prompt == "How many objects?":
+    if kind == "how_many_objects":
         return [(last, which > 0)]
-    if prompt.startswith("How many "):
+    if kind == "how_many_shape":
         s = next(s for s in scenes.SHAPES if prompt == f"How many {dq.plural(s)}?")
         cells = shape == scenes.SHAPES.index(s) + 1
         return [(last, cells if answer != "0." else None)] if answer == "0." or cells.any() else []
@@ -186,20 +191,20 @@ def guided_cells(prompts, prompt_len, prompt, answer, targets):
 
 
 def make_batch(model, items, grid, prompts):
-    """items: (pixel_values, prompt, answer, cell targets) of one grid -> model inputs with
+    """items: ask()'s (pixel values, kind, prompt, answer, cell targets) of one grid -> model inputs with
     answer-only labels and Qwen2-VL's multimodal rotary positions (image tokens at their row and
     column, as generation and vlrt place them; without them the model would train on 1-D
     positions), the cell targets, and per item its attention guidance as (query position, image
     token positions)."""
     seqs, labels, guides = [], [], []
-    for _, prompt, answer, targets in items:
+    for _, kind, prompt, answer, targets in items:
         p, a = prompts.ids(prompt, grid), prompts.answer(answer)
         seqs.append(p + a)
         labels.append([-100] * len(p) + a)
         image = torch.tensor([i for i, t in enumerate(p) if t == xq.IMAGE_PAD])
         sink = torch.tensor([p.index(xq.VISION_START)])
         guides.append([(q, sink if cells is None else image[cells])
-                       for q, cells in guided_cells(prompts, len(p), prompt, answer, targets)])
+                       for q, cells in guided_cells(prompts, len(p), kind, prompt, answer, targets)])
     length = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), length), xq.ENDOFTEXT, dtype=torch.int64)
     lab = torch.full((len(seqs), length), -100, dtype=torch.int64)
@@ -210,7 +215,7 @@ def make_batch(model, items, grid, prompts):
     positions, _ = model.get_rope_index(ids, grid_thw, None, mask)
     return dict(input_ids=ids, attention_mask=mask, labels=lab, position_ids=positions,
                 pixel_values=torch.cat([item[0] for item in items]), image_grid_thw=grid_thw), \
-        [torch.cat([item[3][i] for item in items]) for i in range(3)], guides
+        [torch.cat([item[4][i] for item in items]) for i in range(3)], guides
 
 
 def guidance_loss(attentions, guides):
@@ -227,9 +232,7 @@ def sample_batches(rng, buckets, batch_size, kinds):
     grid = grids[rng.choice(len(grids), p=weights / weights.sum())]
     items = []
     for j in rng.integers(len(buckets[grid]), size=batch_size):
-        px, objects, targets = buckets[grid][j]
-        prompt, answer = dq.question(rng, objects, kinds[rng.integers(len(kinds))])
-        items.append((px, prompt, answer, targets))
+        items.append(ask(rng, *buckets[grid][j], kinds[rng.integers(len(kinds))]))
     return grid, items
 
 
@@ -350,8 +353,7 @@ def main():
     qrng = np.random.default_rng(QUICK_SEED)
     quick_batches = []
     for grid, pool in quick.items():
-        items = [(px, *dq.question(qrng, objects, dq.KINDS[i % 4]), targets)
-                 for i, (px, objects, targets) in enumerate(pool)]
+        items = [ask(qrng, *scene, dq.KINDS[i % len(dq.KINDS)]) for i, scene in enumerate(pool)]
         quick_batches.append((grid, items))
     print(f"scenes ready in {time.time() - t0:.0f} s: " + ", ".join(f"{g}: {len(p)}" for g, p in buckets.items()))
 
@@ -364,10 +366,7 @@ def main():
         right = {k: [0, 0] for k in dq.KINDS}
         for grid, items in quick_batches:
             ok = exact_answers(model, make_batch(model, items, grid, prompts)[0])
-            for (_, prompt, _, _), good in zip(items, ok.tolist()):
-                kind = next(k for k, p in (("what", "What"), ("is_there", "Is there"),
-                                           ("how_many_objects", "How many objects"), ("how_many_shape", "How many"))
-                            if prompt.startswith(p))
+            for (_, kind, _, _, _), good in zip(items, ok.tolist()):
                 right[kind][0] += good
                 right[kind][1] += 1
         model.train()
