@@ -117,6 +117,17 @@ inline Tensor random_uniform(Shape shape, uint32_t seed, float lo = -1, float hi
   t.assign_doubles(v);
   return t;
 }
+// [N, C, H, W] in blocks of `block` channels, written out independently of the kernels.
+inline Tensor channel_blocks(const Tensor& t, int64_t block) {
+  int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3), blocks = (c + block - 1) / block;
+  Tensor out = Tensor::zeros(DType::f32, {n, blocks, t.dim(2), t.dim(3), block});
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t ch = 0; ch < c; ch++)
+      for (int64_t s = 0; s < hw; s++)
+        out.data<float>()[((i * blocks + ch / block) * hw + s) * block + ch % block] = t.data<float>()[(i * c + ch) * hw + s];
+  return out;
+}
+
 inline Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
 
 // Asserts same dtype, same shape and values within atol + rtol*|expected|.

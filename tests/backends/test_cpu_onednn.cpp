@@ -110,17 +110,6 @@ TEST(CpuOneDnn, FusedConvMatchesReference) {
   check_against_reference("FusedConv", {x, w, Tensor(), z}, {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}});
 }
 
-// [N, C, H, W] in blocks of `block` channels, written out independently of the kernels.
-Tensor channel_blocks(const Tensor& t, int64_t block) {
-  int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3), blocks = (c + block - 1) / block;
-  Tensor out = Tensor::zeros(DType::f32, {n, blocks, t.dim(2), t.dim(3), block});
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t ch = 0; ch < c; ch++)
-      for (int64_t s = 0; s < hw; s++)
-        out.data<float>()[((i * blocks + ch / block) * hw + s) * block + ch % block] = t.data<float>()[(i * c + ch) * hw + s];
-  return out;
-}
-
 // Combinations of blocked and plain X, Z and Y, in blocks of 16 and 8, on awkward
 // shapes: oneDNN's kernel reads and writes the blocks as the reference kernel does (which
 // goes through the plain layout), padding channels included; and the plain result is the

@@ -8,6 +8,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
+#include "backends/cpu/winograd_conv.h"
 #include "core/reference_mode.h"
 
 namespace vlrt {
@@ -96,13 +97,17 @@ struct ResolvedKernel : KernelState {
 
 PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
                                      const std::vector<const ValueInfo*>& inputs) const {
-  return reference_kernels_ ? PrepareInfo{} : onednn_prepare_info(node, opset, inputs, pool_->size());
+  if (reference_kernels_) return {};
+  PrepareInfo winograd = winograd_prepare_info(node, opset, inputs);
+  return winograd.bytes ? winograd : onednn_prepare_info(node, opset, inputs, pool_->size());
 }
 
 std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset,
                                                  const std::vector<const ValueInfo*>& inputs) {
-  if (!reference_kernels_)
-    if (std::unique_ptr<OneDnnKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) return fast;
+  if (!reference_kernels_) {
+    if (std::unique_ptr<PreparedKernel> fast = make_winograd_conv(node, opset, inputs)) return fast;
+    if (std::unique_ptr<PreparedKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) return fast;
+  }
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
 }
@@ -111,7 +116,7 @@ int64_t CpuBackend::conv_channel_block() const { return reference_kernels_ ? 0 :
 
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
-  if (auto* fast = dynamic_cast<OneDnnKernel*>(state)) return fast->run(inputs, outputs, pool_->size());
+  if (auto* fast = dynamic_cast<PreparedKernel*>(state)) return fast->run(inputs, outputs, *pool_);
   call_cpu_kernel(node, opset, *pool_, inputs, outputs, state ? static_cast<ResolvedKernel*>(state)->kernel : nullptr);
 }
 

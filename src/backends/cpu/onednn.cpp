@@ -434,7 +434,7 @@ std::optional<dnnl::reorder> reorder_between(const memory::desc& from, const mem
   return dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
 }
 
-class ConvKernel : public OneDnnKernel {
+class ConvKernel : public PreparedKernel {
  public:
   ConvKernel(ConvPlan p, const Tensor& weights)
       : plan_(std::move(p)),
@@ -446,8 +446,8 @@ class ConvKernel : public OneDnnKernel {
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
-  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
-    use_threads(threads);
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
+    use_threads(pool.size());
     dnnl::stream& s = thread_stream();
     memory x = wrap(plan_.x, in[0]);
     memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
@@ -502,15 +502,15 @@ class ConvKernel : public OneDnnKernel {
   std::optional<dnnl::reorder> to_src_, to_dst_, from_dst_;
 };
 
-class MatMulKernel : public OneDnnKernel {
+class MatMulKernel : public PreparedKernel {
  public:
   MatMulKernel(MatMulPlan p, const Tensor& weights)
       : plan_(std::move(p)), matmul_(plan_.pd), weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)) {}
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
-  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
-    use_threads(threads);
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
+    use_threads(pool.size());
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
@@ -531,7 +531,7 @@ class MatMulKernel : public OneDnnKernel {
   memory weights_;
 };
 
-class IntegerMatMulKernel : public OneDnnKernel {
+class IntegerMatMulKernel : public PreparedKernel {
  public:
   IntegerMatMulKernel(IntegerMatMulPlan p, std::pair<Tensor, std::vector<int32_t>> weights)
       : plan_(std::move(p)),
@@ -541,8 +541,8 @@ class IntegerMatMulKernel : public OneDnnKernel {
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size() + column_offset_.size() * sizeof(int32_t); }
 
-  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, int threads) override {
-    use_threads(threads);
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
+    use_threads(pool.size());
     int64_t m = plan_.a.dims()[0], k = plan_.a.dims()[1], n = plan_.y.dims()[1];
     const uint8_t* a = nullptr;
     int32_t a_zp = 0;
@@ -645,7 +645,7 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
   return {};
 }
 
-std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
+std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t opset,
                                                 const std::vector<const ValueInfo*>& inputs, int threads) {
   use_threads(threads);
   if (auto p = plan_conv(node, opset, inputs)) return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);

@@ -10,15 +10,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cpu/prepared_kernel.h"
 
 namespace vlrt {
-
-class OneDnnKernel : public KernelState {
- public:
-  // Runs the node; inputs that prepare_info() listed as replaced may be nullptr.
-  virtual void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
-                   int threads) = 0;
-};
 
 // What the oneDNN kernel of this node would hold (bytes 0 and nothing replaced: none
 // takes the node). A primitive splits its work for the thread count it is made with and
@@ -32,7 +26,7 @@ int64_t onednn_conv_channel_block();
 // nodes run the reference kernels.
 bool onednn_exact_integer_products();
 // That kernel, its weights packed; nullptr where oneDNN does not take the node.
-std::unique_ptr<OneDnnKernel> make_onednn_kernel(const Node& node, int64_t opset,
+std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t opset,
                                                 const std::vector<const ValueInfo*>& inputs, int threads);
 
 }  // namespace vlrt

@@ -1,0 +1,143 @@
+// The Winograd convolution (backends/cpu/winograd_conv.h) against the reference kernels: tiles
+// that overhang the image, channel counts that are not a multiple of the block, batch > 1, one
+// pixel, every epilogue it takes; and which convolutions it takes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/winograd_conv.h"
+#include "op_test_util.h"
+
+namespace vlrt::test {
+namespace {
+
+std::map<std::string, Attribute> conv3x3(const std::string& act = "", std::vector<float> params = {}) {
+  std::map<std::string, Attribute> a{{"pads", attr_ints({1, 1, 1, 1})},
+                                     {"src_block", attr_i(8)},
+                                     {"sum_block", attr_i(8)},
+                                     {"dst_block", attr_i(8)}};
+  if (!act.empty()) a["activation"] = attr_s(act);
+  if (!params.empty()) a["activation_params"] = attr_floats(std::move(params));
+  return a;
+}
+
+Node blocked_conv(const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
+  Node n = make_node("BlockedConv", inputs.size(), 1, std::move(attrs));
+  n.domain = "vlrt";
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) n.inputs[i] = "";
+  return n;
+}
+
+struct Infos {
+  std::vector<ValueInfo> values;
+  std::vector<const ValueInfo*> ptrs;
+  explicit Infos(const std::vector<Tensor>& inputs) : values(inputs.size()), ptrs(inputs.size(), nullptr) {
+    for (size_t i = 0; i < inputs.size(); i++) {
+      if (!inputs[i].defined()) continue;
+      values[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
+      ptrs[i] = &values[i];
+    }
+  }
+};
+
+Tensor run_reference(const Node& n, const std::vector<Tensor>& inputs) {
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(true);
+  std::vector<const Tensor*> ptrs;
+  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+  return run_node(cpu, n, 17, ptrs)[0];
+}
+
+// The Winograd kernel on any size; Y starts as garbage so that every element must be written.
+Tensor run_winograd(const Node& n, const std::vector<Tensor>& inputs, Shape y_shape) {
+  Infos infos(inputs);
+  std::unique_ptr<PreparedKernel> k = make_winograd_conv(n, 17, infos.ptrs, true);
+  if (!k) {
+    ADD_FAILURE() << "the Winograd kernel did not take the node";
+    return {};
+  }
+  Tensor y(DType::f32, std::move(y_shape));
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = NAN;
+  std::vector<const Tensor*> in;
+  for (auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
+  in[1] = nullptr;  // held by the kernel
+  k->run(in, {&y}, test_pool());
+  return y;
+}
+
+bool winograd_runs_here() { return cpu_isa() >= CpuIsa::avx2; }
+
+TEST(CpuWinograd, MatchesTheReferenceOnAwkwardShapes) {
+  if (!winograd_runs_here()) GTEST_SKIP() << "the Winograd kernel needs AVX2";
+  struct Case {
+    int64_t n, ic, oc, h, w;
+  };
+  // 1x1 and 2x3 images (one overhanging tile), 7x6 and 13x9 (partial tiles at the edges),
+  // channels below, between and past blocks of 8 and panels of 16.
+  std::vector<Case> cases = {{2, 5, 7, 7, 6}, {1, 16, 20, 13, 9}, {1, 8, 16, 1, 1},
+                             {1, 3, 9, 2, 3}, {3, 17, 33, 9, 12}, {1, 24, 8, 4, 4}};
+  struct Act {
+    std::string name;
+    std::vector<float> params;
+  };
+  std::vector<Act> acts = {{"", {}}, {"Relu", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}}};
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case& c = cases[i];
+    Tensor x = channel_blocks(random_uniform({c.n, c.ic, c.h, c.w}, uint32_t(i)), 8);
+    Tensor w = random_uniform({c.oc, c.ic, 3, 3}, uint32_t(i) + 50);
+    Tensor b = random_uniform({c.oc}, uint32_t(i) + 90);
+    Tensor z = channel_blocks(random_uniform({c.n, c.oc, c.h, c.w}, uint32_t(i) + 7), 8);
+    Shape y_shape{c.n, (c.oc + 7) / 8, c.h, c.w, 8};
+    for (const Act& act : acts)
+      for (int form = 0; form < 3; form++) {  // bias; bias and Z; Z alone
+        SCOPED_TRACE(cat("case ", i, " activation '", act.name, "' form ", form));
+        std::vector<Tensor> in = {x, w, form == 2 ? Tensor() : b};
+        if (form > 0) in.push_back(z);
+        Node n = blocked_conv(in, conv3x3(act.name, act.params));
+        expect_close(run_winograd(n, in, y_shape), run_reference(n, in), 1e-4, 1e-4);
+      }
+  }
+}
+
+TEST(CpuWinograd, TakesOnlyTheConvolutionsItComputes) {
+  if (!winograd_runs_here()) GTEST_SKIP() << "the Winograd kernel needs AVX2";
+  Tensor x = channel_blocks(random_uniform({1, 32, 14, 14}, 1), 8), w = random_uniform({40, 32, 3, 3}, 2),
+         b = random_uniform({40}, 3);
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(false);
+  auto taken_bytes = [&](const std::vector<Tensor>& in, std::map<std::string, Attribute> attrs) {
+    Infos infos(in);
+    PrepareInfo info = winograd_prepare_info(blocked_conv(in, std::move(attrs)), 17, infos.ptrs);
+    return info.bytes;
+  };
+  // 36 transformed filters per channel pair, output channels in panels of 16.
+  EXPECT_EQ(taken_bytes({x, w, b}, conv3x3("Relu")), size_t(36 * 48 * 32 * 4));
+  {
+    Infos infos({x, w, b});
+    PrepareInfo info = cpu.prepare_info(blocked_conv({x, w, b}, conv3x3()), 17, infos.ptrs);
+    EXPECT_EQ(info.bytes, size_t(36 * 48 * 32 * 4)) << "the CPU backend prefers it to oneDNN's direct convolution";
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1});
+  }
+  auto with = [](std::map<std::string, Attribute> a, const std::string& k, Attribute v) {
+    a[k] = std::move(v);
+    return a;
+  };
+  EXPECT_EQ(taken_bytes({x, w, b}, with(conv3x3(), "strides", attr_ints({2, 2}))), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, with(conv3x3(), "dilations", attr_ints({2, 2}))), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, with(conv3x3(), "pads", attr_ints({0, 0, 0, 0}))), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, with(conv3x3(), "src_block", attr_i(0))), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, conv3x3("HardSwish")), 0u);
+  Tensor grouped = random_uniform({40, 16, 3, 3}, 4);
+  EXPECT_EQ(taken_bytes({x, grouped, b}, with(conv3x3(), "group", attr_i(2))), 0u);
+  Tensor pointwise = random_uniform({40, 32, 1, 1}, 5);
+  EXPECT_EQ(taken_bytes({x, pointwise, b}, with(conv3x3(), "pads", attr_ints({0, 0, 0, 0}))), 0u);
+  // Too small to pay (7x7, as resnet50's last stage): oneDNN's direct convolution keeps it.
+  Tensor small = channel_blocks(random_uniform({1, 32, 7, 7}, 6), 8);
+  EXPECT_EQ(taken_bytes({small, w, b}, conv3x3()), 0u);
+}
+
+}  // namespace
+}  // namespace vlrt::test
