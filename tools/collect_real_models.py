@@ -245,7 +245,8 @@ def main():
     import site
 
     vlrt = Path(a.vlrt).resolve()
-    sites = [Path(p) for p in site.getsitepackages() if str(root) in p]
+    # Debian's Python also lists a local/.../dist-packages that a venv does not create.
+    sites = [Path(p) for p in site.getsitepackages() if str(root) in p and Path(p).is_dir()]
     models = []
     for s in sites:
         for top in sorted(s.iterdir()):

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/reference_mode.h"
 #include "exec/session.h"
 #include "io/npy.h"
 #include "load/onnx_loader.h"
@@ -188,6 +189,54 @@ TEST(Recurrent, BadInputsSayWhatIsWrong) {
   EXPECT_NE(e.find("initial_h must have shape [1,1,3]"), std::string::npos) << e;
   e = error_of([&] { run_op("GRU", {x, w, r}, {}, 3, 14); });
   EXPECT_NE(e.find("W must have shape [1,9,2]"), std::string::npos) << e;
+}
+
+// The float32 fast path (BLAS products, float gates) against the double reference loop
+// (VLRT_REFERENCE_KERNELS=1) on every kind, direction and layout, with sequence lengths, initial
+// states, peepholes and clip.
+TEST(Recurrent, FastPathMatchesTheReference) {
+  struct Case {
+    std::string op, direction;
+    int64_t layout;
+    bool lens, states, linear_before_reset;
+  };
+  std::vector<Case> cases = {{"LSTM", "forward", 0, false, false, false},  {"LSTM", "bidirectional", 0, true, true, false},
+                             {"LSTM", "reverse", 1, true, true, false},    {"GRU", "bidirectional", 0, true, true, false},
+                             {"GRU", "reverse", 1, false, true, true},     {"GRU", "forward", 0, true, false, true},
+                             {"RNN", "bidirectional", 1, true, true, false}, {"RNN", "forward", 0, false, false, false}};
+  const int64_t S = 5, N = 3, I = 7, H = 6;
+  bool paths_differ = false;
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(cat(c.op, " ", c.direction, " layout ", c.layout));
+    const int64_t nd = c.direction == "bidirectional" ? 2 : 1, gates = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
+    const uint32_t seed = uint32_t(10 * i);
+    Tensor x = test::random_uniform(c.layout ? Shape{N, S, I} : Shape{S, N, I}, seed);
+    Tensor w = test::random_uniform({nd, gates * H, I}, seed + 1, -0.6f, 0.6f);
+    Tensor r = test::random_uniform({nd, gates * H, H}, seed + 2, -0.6f, 0.6f);
+    Tensor b = test::random_uniform({nd, 2 * gates * H}, seed + 3);
+    Shape state = c.layout ? Shape{N, nd, H} : Shape{nd, N, H};
+    std::vector<Tensor> in = {x, w, r, b, c.lens ? i32({5, 2, 0}, {N}) : Tensor(),
+                              c.states ? test::random_uniform(state, seed + 4) : Tensor()};
+    if (c.op == "LSTM") {
+      in.push_back(c.states ? test::random_uniform(state, seed + 5) : Tensor());
+      in.push_back(test::random_uniform({nd, 3 * H}, seed + 6));  // peepholes
+    }
+    std::map<std::string, Attribute> attrs{{"hidden_size", attr_i(H)}, {"direction", attr_s(c.direction)},
+                                           {"layout", attr_i(c.layout)}};
+    if (c.op == "GRU") attrs["linear_before_reset"] = attr_i(c.linear_before_reset);
+    if (i % 2) attrs["clip"] = attr_f(0.8f);
+    size_t outputs = c.op == "LSTM" ? 3 : 2;
+    std::vector<Tensor> fast = run_op(c.op, in, attrs, outputs, 14);
+    setenv(kReferenceKernelsEnv, "1", 1);
+    std::vector<Tensor> reference = run_op(c.op, in, attrs, outputs, 14);
+    unsetenv(kReferenceKernelsEnv);
+    for (size_t k = 0; k < outputs; k++) {
+      expect_close(fast[k], reference[k], 1e-5, 1e-4);
+      for (int64_t e = 0; e < fast[k].numel(); e++) paths_differ |= fast[k].data<float>()[e] != reference[k].data<float>()[e];
+    }
+  }
+  EXPECT_TRUE(paths_differ) << "float and double arithmetic should round somewhere: is the fast path running?";
 }
 
 // Each fixture folder: model.onnx (X its only graph input), X.npy and one .npy per output, from onnxruntime.
