@@ -83,7 +83,7 @@ TEST(CpuWinograd, MatchesTheReferenceOnAwkwardShapes) {
     std::string name;
     std::vector<float> params;
   };
-  std::vector<Act> acts = {{"", {}}, {"Relu", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}}};
+  std::vector<Act> acts = {{"", {}}, {"Relu", {}}, {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.5f}}, {"Sigmoid", {}}, {"SiLU", {}}};
   for (size_t i = 0; i < cases.size(); i++) {
     const Case& c = cases[i];
     Tensor x = channel_blocks(random_uniform({c.n, c.ic, c.h, c.w}, uint32_t(i)), 8);

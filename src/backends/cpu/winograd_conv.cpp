@@ -84,7 +84,8 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
   if (z && !(is_f32(z) && z->shape == Shape{g.batch, g.out_blocks, g.h, g.w, 8})) return std::nullopt;
   p.act = fused_conv_activation(node);
   using A = FusedActivation;
-  if (p.act.kind != A::none && p.act.kind != A::relu && p.act.kind != A::clip && p.act.kind != A::leaky_relu)
+  if (p.act.kind != A::none && p.act.kind != A::relu && p.act.kind != A::clip && p.act.kind != A::leaky_relu &&
+      p.act.kind != A::sigmoid && p.act.kind != A::silu)
     return std::nullopt;
   p.bias = b != nullptr;
   p.sum = z != nullptr;

@@ -2,7 +2,8 @@
 // with X, Y and Z in blocks of 8 channels, stride 1, dilation 1, padding 1, one group): each 6x6
 // input tile and each 3x3 filter are transformed once, their products become 36 matrix products
 // over the channels (4x fewer multiplications than the direct convolution), and the output
-// transform adds the bias and the residual and applies the activation on the way out.
+// transform adds the bias and the residual and applies the activation on the way out (Relu,
+// LeakyRelu, Clip, Sigmoid, SiLU).
 //
 // The transformed filters (36 per input/output channel pair, 4x the weight bytes) are made at
 // prepare and held in place of W. The result differs from the direct convolution by rounding

@@ -1,6 +1,8 @@
 // The Winograd F(4x4, 3x3) loops on AVX2: one __m256 is the 8 channels of a block at one pixel.
 #include "backends/cpu/winograd_kernels.h"
 
+#include "backends/cpu/vector_math.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 
@@ -77,6 +79,14 @@ __m256 activate(const FusedActivation& a, __m256 x) {
     case FusedActivation::leaky_relu:
       return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), x,
                               _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+    case FusedActivation::sigmoid:
+    case FusedActivation::silu: {  // the fused epilogue's sigmoid (vector_math.h), one half at a time
+      f32x4 lo = (f32x4)_mm256_castps256_ps128(x), hi = (f32x4)_mm256_extractf128_ps(x, 1);
+      lo = sigmoid_f32x4(lo);
+      hi = sigmoid_f32x4(hi);
+      __m256 s = _mm256_insertf128_ps(_mm256_castps128_ps256((__m128)lo), (__m128)hi, 1);
+      return a.kind == FusedActivation::silu ? _mm256_mul_ps(x, s) : s;
+    }
     default: return x;
   }
 }
