@@ -8,7 +8,9 @@ and each runtime's peak RSS.
 A MODEL_OR_DIR is an .onnx file or a folder holding model.onnx (an export_zoo.py or
 export_groundingdino.py folder); NAME.npy files beside the model are used as the
 values of the inputs of that name, other inputs get random values (floats in [-1, 1),
-integers 0 or 1) and dynamic dims are given with --shape MODEL_INPUT=1x3x224x224.
+integers 0 or 1) and dynamic dims are given with --shape INPUT=1x3x224x224 (or
+--shape MODEL:INPUT=... for one model, MODEL being its name as printed). A model that a
+runtime refuses, or whose inputs cannot be made, is reported and the others still run.
 
 Each runtime runs in its own process that loads the model once, warms up, and then
 answers rounds: in every round each runtime does runs/rounds runs, the order of the
@@ -112,7 +114,7 @@ def prepare_inputs(model, shapes, out_dir):
             if name in shapes:
                 dims = shapes[name]
             if any(d < 0 for d in dims):
-                raise SystemExit(f"{model}: input '{name}' has dynamic dims {dims}; give --shape {name}=1x...")
+                raise ValueError(f"input '{name}' has dynamic dims {dims}; give --shape {name}=1x...")
             if np.issubdtype(dtype, np.floating):
                 value = rng.uniform(-1, 1, dims).astype(dtype)
             elif dtype == np.bool_:
@@ -155,8 +157,12 @@ class Runner:
     def round(self, runs):
         if self.error:
             return
-        self.proc.stdin.write(f"{runs}\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write(f"{runs}\n")
+            self.proc.stdin.flush()
+        except OSError:  # the process has ended (a model it refused): its message says why
+            self.error = self._stderr_tail()
+            return
         answer = self._read()
         if answer is None:
             self.error = self._stderr_tail()
@@ -177,9 +183,9 @@ def percentile(ms, p):
     return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
 
 
-def bench_model(model, args, runtimes):
+def bench_model(model, shapes, args, runtimes):
     with tempfile.TemporaryDirectory() as inputs_dir:
-        prepare_inputs(model, args.shape, inputs_dir)
+        prepare_inputs(model, shapes, inputs_dir)
         runners = [Runner(rt, model, args.threads, inputs_dir, args.vlrt, args.warmup) for rt in runtimes]
         per_round = max(1, args.runs // args.rounds)
         for r in range(args.rounds):
@@ -212,7 +218,8 @@ def main():
     ap.add_argument("--settle", type=float, default=0.2, help="seconds of pause between runtimes")
     ap.add_argument("--runtimes", default="vlrt,onnxruntime,openvino")
     ap.add_argument("--vlrt", default=os.path.join(HERE, "..", "build", "vlrt"))
-    ap.add_argument("--shape", action="append", default=[], help="INPUT=1x3x224x224 for dynamic dims")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="[MODEL:]INPUT=1x3x224x224 for dynamic dims; with MODEL (its name as printed) for that model only")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--inputs-dir", help=argparse.SUPPRESS)
@@ -228,7 +235,12 @@ def main():
         model = os.path.join(m, "model.onnx") if os.path.isdir(m) else m
         name = os.path.basename(os.path.normpath(m)) if os.path.isdir(m) else os.path.splitext(os.path.basename(m))[0]
         print(f"{name}: timing {', '.join(runtimes)} ...", file=sys.stderr, flush=True)
-        results[name] = bench_model(model, args, runtimes)
+        shapes = {k: v for k, v in args.shape.items() if ":" not in k}
+        shapes.update({k.split(":", 1)[1]: v for k, v in args.shape.items() if k.startswith(name + ":")})
+        try:
+            results[name] = bench_model(model, shapes, args, runtimes)
+        except ValueError as e:  # inputs that cannot be made: the other models still run
+            results[name] = {r: {"error": str(e)} for r in runtimes}
 
     def cell(r):
         return f"{r['median_ms']:.2f} / {r['p90_ms']:.2f}" if "median_ms" in r else "—"
