@@ -8,6 +8,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
+#include "backends/cpu/packed_matmul.h"
 #include "backends/cpu/winograd_conv.h"
 #include "core/reference_mode.h"
 
@@ -98,14 +99,16 @@ struct ResolvedKernel : KernelState {
 PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
                                      const std::vector<const ValueInfo*>& inputs) const {
   if (reference_kernels_) return {};
-  PrepareInfo winograd = winograd_prepare_info(node, opset, inputs);
-  return winograd.bytes ? winograd : onednn_prepare_info(node, opset, inputs, pool_->size());
+  if (PrepareInfo winograd = winograd_prepare_info(node, opset, inputs); winograd.bytes) return winograd;
+  if (PrepareInfo packed = packed_matmul_prepare_info(node, inputs); packed.bytes) return packed;
+  return onednn_prepare_info(node, opset, inputs, pool_->size());
 }
 
 std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset,
                                                  const std::vector<const ValueInfo*>& inputs) {
   if (!reference_kernels_) {
     if (std::unique_ptr<PreparedKernel> fast = make_winograd_conv(node, opset, inputs)) return fast;
+    if (std::unique_ptr<PreparedKernel> fast = make_packed_matmul(node, inputs)) return fast;
     if (std::unique_ptr<PreparedKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) return fast;
   }
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);

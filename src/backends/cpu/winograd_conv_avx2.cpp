@@ -1,6 +1,7 @@
 // The Winograd F(4x4, 3x3) loops on AVX2: one __m256 is the 8 channels of a block at one pixel.
 #include "backends/cpu/winograd_kernels.h"
 
+#include "backends/cpu/gemm_tile_avx2.h"
 #include "backends/cpu/vector_math.h"
 
 #if defined(__x86_64__)
@@ -33,43 +34,6 @@ inline void output_points(const __m256 m[6], __m256 o[4]) {
   o[1] = _mm256_fmadd_ps(two, d34, d12);
   o[2] = _mm256_fmadd_ps(four, s34, s12);
   o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), m[5]);
-}
-
-// M[r][0..16) = sum_c V[r][c] U[c][0..16) for Rows rows. The accumulators are named one by one:
-// as an array GCC keeps a copy of them in memory and stores it every step.
-template <int Rows>
-void product_rows(const float* v, int64_t ldv, const float* u, int64_t k, float* m, int64_t ldm) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t c = 0; c < k; c++) {
-    __m256 u0 = _mm256_loadu_ps(u + c * 16), u1 = _mm256_loadu_ps(u + c * 16 + 8), a;
-#define VLRT_ROW(r)                                \
-  if constexpr (Rows > r) {                        \
-    a = _mm256_broadcast_ss(v + r * ldv + c);      \
-    c##r##0 = _mm256_fmadd_ps(a, u0, c##r##0);     \
-    c##r##1 = _mm256_fmadd_ps(a, u1, c##r##1);     \
-  }
-    VLRT_ROW(0) VLRT_ROW(1) VLRT_ROW(2) VLRT_ROW(3) VLRT_ROW(4) VLRT_ROW(5)
-#undef VLRT_ROW
-  }
-#define VLRT_STORE(r)                              \
-  if constexpr (Rows > r) {                        \
-    _mm256_storeu_ps(m + r * ldm, c##r##0);        \
-    _mm256_storeu_ps(m + r * ldm + 8, c##r##1);    \
-  }
-  VLRT_STORE(0) VLRT_STORE(1) VLRT_STORE(2) VLRT_STORE(3) VLRT_STORE(4) VLRT_STORE(5)
-#undef VLRT_STORE
-}
-
-void product_rows(int rows, const float* v, int64_t ldv, const float* u, int64_t k, float* m, int64_t ldm) {
-  switch (rows) {
-    case 6: return product_rows<6>(v, ldv, u, k, m, ldm);
-    case 5: return product_rows<5>(v, ldv, u, k, m, ldm);
-    case 4: return product_rows<4>(v, ldv, u, k, m, ldm);
-    case 3: return product_rows<3>(v, ldv, u, k, m, ldm);
-    case 2: return product_rows<2>(v, ldv, u, k, m, ldm);
-    default: return product_rows<1>(v, ldv, u, k, m, ldm);
-  }
 }
 
 __m256 activate(const FusedActivation& a, __m256 x) {
@@ -129,7 +93,7 @@ void products(const Geometry& g, const float* v, const float* u, float* m, int64
     int64_t t0 = chunk * kChunkTiles, t1 = std::min(tiles, t0 + kChunkTiles);
     const float* up = u + (xi * panels + panel) * k * 16;
     for (int64_t t = t0; t < t1; t += 6)
-      product_rows(int(std::min<int64_t>(6, t1 - t)), v + (xi * tiles + t) * k, k, up, k,
+      gemm_tile(int(std::min<int64_t>(6, t1 - t)), v + (xi * tiles + t) * k, k, up, k,
                    m + (xi * tiles + t) * ldm + panel * 16, ldm);
   }
 }

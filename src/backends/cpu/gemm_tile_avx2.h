@@ -1,0 +1,49 @@
+// The 6x16 float32 register tile of vlrt's own matrix products on AVX2 (the Winograd
+// convolution's 36 products, the packed MatMul). Include only from files built for AVX2.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace vlrt {
+
+// C[r][0..16) = sum_c A[r][c] B[c][0..16) for Rows rows of A (lda apart) and a panel of B
+// (k rows of 16, contiguous), stored ldc apart. The accumulators are named one by one: as an
+// array GCC keeps a copy of them in memory and stores it every step.
+template <int Rows>
+inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < k; p++) {
+    __m256 b0 = _mm256_loadu_ps(b + p * 16), b1 = _mm256_loadu_ps(b + p * 16 + 8), x;
+#define VLRT_ROW(r)                                \
+  if constexpr (Rows > r) {                        \
+    x = _mm256_broadcast_ss(a + r * lda + p);      \
+    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);     \
+    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);     \
+  }
+    VLRT_ROW(0) VLRT_ROW(1) VLRT_ROW(2) VLRT_ROW(3) VLRT_ROW(4) VLRT_ROW(5)
+#undef VLRT_ROW
+  }
+#define VLRT_STORE(r)                              \
+  if constexpr (Rows > r) {                        \
+    _mm256_storeu_ps(c + r * ldc, c##r##0);        \
+    _mm256_storeu_ps(c + r * ldc + 8, c##r##1);    \
+  }
+  VLRT_STORE(0) VLRT_STORE(1) VLRT_STORE(2) VLRT_STORE(3) VLRT_STORE(4) VLRT_STORE(5)
+#undef VLRT_STORE
+}
+
+inline void gemm_tile(int rows, const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
+  switch (rows) {
+    case 6: return gemm_tile<6>(a, lda, b, k, c, ldc);
+    case 5: return gemm_tile<5>(a, lda, b, k, c, ldc);
+    case 4: return gemm_tile<4>(a, lda, b, k, c, ldc);
+    case 3: return gemm_tile<3>(a, lda, b, k, c, ldc);
+    case 2: return gemm_tile<2>(a, lda, b, k, c, ldc);
+    default: return gemm_tile<1>(a, lda, b, k, c, ldc);
+  }
+}
+
+}  // namespace vlrt

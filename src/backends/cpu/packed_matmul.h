@@ -1,0 +1,34 @@
+// MatMul, Gemm and vlrt.FusedMatMul with a constant float32 B on vlrt's own AVX2 product: B is
+// packed once, at prepare, into panels of 16 columns (k rows of 16 floats, the last panel padded
+// with zeros) held in place of the initializer, and each run multiplies A's rows through the
+// 6x16 register tile (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B
+// as it is and packs it again on every call, which costs as much as the product itself when A
+// has few rows (BERT's 32 tokens: each weight is read for 32 multiply-adds). Bias, residual and
+// activation follow in one pass (the fused epilogue). VLRT_PACKED_MATMUL=0 leaves these nodes to
+// oneDNN; not under VLRT_REFERENCE_KERNELS.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/prepared_kernel.h"
+
+namespace vlrt {
+
+// What the packed kernel of this node would hold (bytes 0: it does not take the node).
+PrepareInfo packed_matmul_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs);
+// That kernel, B packed; nullptr where it does not take the node.
+std::unique_ptr<PreparedKernel> make_packed_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs);
+
+namespace packed {
+
+inline constexpr int64_t kRowBlock = 48;  // rows of A one job runs through a panel
+
+// Y [m, n] (rows ldy apart) = A [m, k] times the panels, for jobs [begin, end) of
+// panels(n) x ceil(m / kRowBlock), panel-major.
+void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t n, float* y, int64_t begin,
+              int64_t end);
+
+}  // namespace packed
+
+}  // namespace vlrt

@@ -1,0 +1,109 @@
+// The packed MatMul (backends/cpu/packed_matmul.h) against the reference kernels: row counts
+// around the 6-row tile and the 48-row job, column counts around the 16-column panel, K of 1,
+// transposed B, batched A, Gemm's bias forms, FusedMatMul's residual and activations; and which
+// nodes it takes.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/packed_matmul.h"
+#include "op_test_util.h"
+
+namespace vlrt::test {
+namespace {
+
+Node node_of(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
+  Node n = make_node(op, inputs.size(), 1, std::move(attrs));
+  if (op == "FusedMatMul") n.domain = "vlrt";
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) n.inputs[i] = "";
+  return n;
+}
+
+struct Infos {
+  std::vector<ValueInfo> values;
+  std::vector<const ValueInfo*> ptrs;
+  explicit Infos(const std::vector<Tensor>& inputs) : values(inputs.size()), ptrs(inputs.size(), nullptr) {
+    for (size_t i = 0; i < inputs.size(); i++) {
+      if (!inputs[i].defined()) continue;
+      values[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
+      ptrs[i] = &values[i];
+    }
+  }
+};
+
+Tensor run_on(const Node& n, const std::vector<Tensor>& inputs, bool reference) {
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(reference);
+  std::vector<const Tensor*> ptrs;
+  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+  return run_node(cpu, n, 17, ptrs)[0];
+}
+
+size_t taken_bytes(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs = {}) {
+  Infos infos(inputs);
+  return packed_matmul_prepare_info(node_of(op, inputs, std::move(attrs)), infos.ptrs).bytes;
+}
+
+// The packed kernel takes the node, and the backend's result matches the reference kernels'.
+void check(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs = {}) {
+  EXPECT_GT(taken_bytes(op, inputs, attrs), 0u) << op;
+  Node n = node_of(op, inputs, attrs);
+  expect_close(run_on(n, inputs, false), run_on(n, inputs, true), 1e-5, 1e-4);
+}
+
+bool packed_runs_here() { return cpu_isa() >= CpuIsa::avx2; }
+
+TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
+  if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
+  uint32_t seed = 1;
+  for (int64_t m : {1, 5, 7, 48, 49, 100})
+    for (int64_t n : {1, 15, 16, 17, 33})
+      for (int64_t k : {1, 3, 40}) {
+        SCOPED_TRACE(cat("m ", m, " n ", n, " k ", k));
+        Tensor a = random_uniform({m, k}, seed++), b = random_uniform({k, n}, seed++),
+               bt = random_uniform({n, k}, seed++), bias = random_uniform({n}, seed++);
+        check("MatMul", {a, b});
+        check("Gemm", {a, bt, bias}, {{"transB", attr_i(1)}});
+        check("Gemm", {a, b, random_uniform({1, n}, seed++)});
+      }
+  Tensor a3 = random_uniform({2, 7, 19}, 3), b = random_uniform({19, 21}, 4), bt = random_uniform({21, 19}, 5),
+         bias = random_uniform({21}, 6), z = random_uniform({2, 7, 21}, 7);
+  check("MatMul", {a3, b});
+  for (const char* act : {"", "Relu", "Gelu", "Tanh", "HardSwish"}) {
+    SCOPED_TRACE(act);
+    std::map<std::string, Attribute> attrs;
+    if (*act) attrs["activation"] = attr_s(act);
+    check("FusedMatMul", {a3, b, bias, z}, attrs);
+    check("FusedMatMul", {a3, b, Tensor(), z}, attrs);
+    attrs["transB"] = attr_i(1);
+    check("FusedMatMul", {a3, bt, bias}, attrs);
+  }
+}
+
+TEST(CpuPackedMatMul, TakesOnlyWhatItComputes) {
+  if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
+  Tensor a = random_uniform({5, 19}, 1), b = random_uniform({19, 21}, 2), bias = random_uniform({21}, 3);
+  // B in panels of 16 columns: 2 panels of 19 rows.
+  EXPECT_EQ(taken_bytes("MatMul", {a, b}), size_t(2 * 19 * 16 * 4));
+  {
+    Infos infos({a, b});
+    CpuBackend cpu(0, test_pool());
+    cpu.set_reference_kernels(false);
+    PrepareInfo info = cpu.prepare_info(node_of("MatMul", {a, b}, {}), 17, infos.ptrs);
+    EXPECT_EQ(info.bytes, size_t(2 * 19 * 16 * 4)) << "the CPU backend prefers it to oneDNN's matmul";
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1});
+  }
+  EXPECT_EQ(taken_bytes("Gemm", {random_uniform({19, 5}, 4), b}, {{"transA", attr_i(1)}}), 0u);
+  EXPECT_EQ(taken_bytes("Gemm", {a, b, bias}, {{"alpha", attr_f(2.f)}}), 0u);
+  EXPECT_EQ(taken_bytes("Gemm", {a, b, bias}, {{"beta", attr_f(0.5f)}}), 0u);
+  EXPECT_EQ(taken_bytes("Gemm", {a, b, random_uniform({5, 21}, 5)}), 0u) << "C as a matrix is not a bias";
+  EXPECT_EQ(taken_bytes("FusedMatMul", {a, b, bias, random_uniform({21}, 6)}), 0u) << "a broadcast residual";
+  EXPECT_EQ(taken_bytes("MatMul", {a, random_uniform({2, 19, 21}, 7)}), 0u) << "a batched B";
+  Infos dynamic_b({a, b});
+  dynamic_b.values[1].value = Tensor();  // B computed at run time
+  EXPECT_EQ(packed_matmul_prepare_info(node_of("MatMul", {a, b}, {}), dynamic_b.ptrs).bytes, 0u);
+}
+
+}  // namespace
+}  // namespace vlrt::test
