@@ -1,7 +1,7 @@
 // The packed MatMul (backends/cpu/packed_matmul.h) against the reference kernels: row counts
-// around the 6-row tile and the 48-row job, column counts around the 16-column panel, K of 1,
-// transposed B, batched A, Gemm's bias forms, FusedMatMul's residual and activations; and which
-// nodes it takes.
+// around the 6-row tile and the 48-row job, column counts around the 16-column panel, K of 1 and
+// past the 256-deep block, transposed B, batched A, Gemm's bias forms, FusedMatMul's residual and
+// activations; and which nodes it takes.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/cpu_backend.h"
@@ -59,7 +59,7 @@ TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
   uint32_t seed = 1;
   for (int64_t m : {1, 5, 7, 48, 49, 100})
     for (int64_t n : {1, 15, 16, 17, 33})
-      for (int64_t k : {1, 3, 40}) {
+      for (int64_t k : {1, 3, 40, 300}) {  // 300: two depth blocks
         SCOPED_TRACE(cat("m ", m, " n ", n, " k ", k));
         Tensor a = random_uniform({m, k}, seed++), b = random_uniform({k, n}, seed++),
                bt = random_uniform({n, k}, seed++), bias = random_uniform({n}, seed++);

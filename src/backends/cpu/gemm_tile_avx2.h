@@ -9,12 +9,21 @@
 namespace vlrt {
 
 // C[r][0..16) = sum_c A[r][c] B[c][0..16) for Rows rows of A (lda apart) and a panel of B
-// (k rows of 16, contiguous), stored ldc apart. The accumulators are named one by one: as an
+// (k rows of 16, contiguous), stored ldc apart; with Accumulate, added to what C holds. The accumulators are named one by one: as an
 // array GCC keeps a copy of them in memory and stores it every step.
-template <int Rows>
+template <int Rows, bool Accumulate = false>
 inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  if constexpr (Accumulate) {
+#define VLRT_LOAD(r)                               \
+  if constexpr (Rows > r) {                        \
+    c##r##0 = _mm256_loadu_ps(c + r * ldc);        \
+    c##r##1 = _mm256_loadu_ps(c + r * ldc + 8);    \
+  }
+    VLRT_LOAD(0) VLRT_LOAD(1) VLRT_LOAD(2) VLRT_LOAD(3) VLRT_LOAD(4) VLRT_LOAD(5)
+#undef VLRT_LOAD
+  }
   for (int64_t p = 0; p < k; p++) {
     __m256 b0 = _mm256_loadu_ps(b + p * 16), b1 = _mm256_loadu_ps(b + p * 16 + 8), x;
 #define VLRT_ROW(r)                                \
@@ -35,14 +44,15 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, fl
 #undef VLRT_STORE
 }
 
+template <bool Accumulate = false>
 inline void gemm_tile(int rows, const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
   switch (rows) {
-    case 6: return gemm_tile<6>(a, lda, b, k, c, ldc);
-    case 5: return gemm_tile<5>(a, lda, b, k, c, ldc);
-    case 4: return gemm_tile<4>(a, lda, b, k, c, ldc);
-    case 3: return gemm_tile<3>(a, lda, b, k, c, ldc);
-    case 2: return gemm_tile<2>(a, lda, b, k, c, ldc);
-    default: return gemm_tile<1>(a, lda, b, k, c, ldc);
+    case 6: return gemm_tile<6, Accumulate>(a, lda, b, k, c, ldc);
+    case 5: return gemm_tile<5, Accumulate>(a, lda, b, k, c, ldc);
+    case 4: return gemm_tile<4, Accumulate>(a, lda, b, k, c, ldc);
+    case 3: return gemm_tile<3, Accumulate>(a, lda, b, k, c, ldc);
+    case 2: return gemm_tile<2, Accumulate>(a, lda, b, k, c, ldc);
+    default: return gemm_tile<1, Accumulate>(a, lda, b, k, c, ldc);
   }
 }
 

@@ -22,7 +22,8 @@ std::unique_ptr<PreparedKernel> make_packed_matmul(const Node& node, const std::
 
 namespace packed {
 
-inline constexpr int64_t kRowBlock = 48;  // rows of A one job runs through a panel
+inline constexpr int64_t kRowBlock = 48;     // rows of A one job runs through a panel
+inline constexpr int64_t kDepthBlock = 256;  // K at a time: 16 KiB of the panel
 
 // Y [m, n] (rows ldy apart) = A [m, k] times the panels, for jobs [begin, end) of
 // panels(n) x ceil(m / kRowBlock), panel-major.

@@ -16,15 +16,25 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
   for (int64_t job = begin; job < end; job++) {
     int64_t p = job / row_blocks, r0 = job % row_blocks * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
     int64_t cols = std::min<int64_t>(16, n - p * 16);
-    const float* b = panels + p * k * 16;
-    for (int64_t r = r0; r < r1; r += 6) {
-      int rows = int(std::min<int64_t>(6, r1 - r));
-      float* c = y + r * n + p * 16;
-      if (cols == 16) {
-        gemm_tile(rows, a + r * k, k, b, k, c, n);
-      } else {  // the last panel: its padding columns go to a scratch tile
-        gemm_tile(rows, a + r * k, k, b, k, tail, 16);
-        for (int i = 0; i < rows; i++) std::memcpy(c + i * n, tail + i * 16, size_t(cols) * sizeof(float));
+    // K in blocks whose slice of the panel stays in L1 while every row tile of the job reads it.
+    for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
+      int64_t depth = std::min(kDepthBlock, k - k0);
+      const float* b = panels + (p * k + k0) * 16;
+      for (int64_t r = r0; r < r1; r += 6) {
+        int rows = int(std::min<int64_t>(6, r1 - r));
+        const float* a_rows = a + r * k + k0;
+        float* c = y + r * n + p * 16;
+        if (cols < 16) {  // the last panel: its padding columns go through a scratch tile
+          for (int i = 0; i < rows; i++) std::memcpy(tail + i * 16, c + i * n, size_t(cols) * sizeof(float));
+          c = tail;
+        }
+        int64_t ldc = cols < 16 ? 16 : n;
+        if (k0 == 0)
+          gemm_tile(rows, a_rows, k, b, depth, c, ldc);
+        else
+          gemm_tile<true>(rows, a_rows, k, b, depth, c, ldc);
+        if (cols < 16)
+          for (int i = 0; i < rows; i++) std::memcpy(y + (r + i) * n + p * 16, tail + i * 16, size_t(cols) * sizeof(float));
       }
     }
   }
