@@ -38,7 +38,11 @@ bool spin_until(Done done) {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 1; i < threads; i++) workers_.emplace_back([this, i] { worker_loop(i); });
+  if (const char* v = std::getenv("VLRT_POOL_OPENMP"); v && *v) {
+    openmp_fixed_ = true;
+    openmp_ = std::string(v) != "0";
+  }
+  for (int i = 1; i < threads; i++) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -50,7 +54,29 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+void ThreadPool::run_chunks(int64_t generation, const std::function<void(int64_t, int64_t)>& fn, int64_t n,
+                            int64_t chunk, int64_t chunks) {
+  const uint64_t tag = uint64_t(generation) << 32;
+  uint64_t c = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((c & ~0xffffffffull) != tag || int64_t(c & 0xffffffffull) >= chunks) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    int64_t begin = int64_t(c & 0xffffffffull) * chunk, end = std::min(n, begin + chunk);
+    try {
+      fn(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> g(mu_);
+      if (!job_error_) job_error_ = std::current_exception();
+    }
+    if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+      std::lock_guard<std::mutex> g(mu_);  // the caller checks done_chunks_ under mu_ before it sleeps
+      done_.notify_one();
+    }
+    c = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker_loop() {
   t_in_worker = true;
   int64_t seen = 0;
   for (;;) {
@@ -60,43 +86,22 @@ void ThreadPool::worker_loop(int index) {
     wake_.wait(lk, [&] { return stop_ || generation_.load() != seen; });
     if (stop_) return;
     seen = generation_.load();
-    if (index >= job_parts_) continue;
-    auto* fn = job_;
-    int64_t begin = index * job_chunk_, end = std::min(job_n_, begin + job_chunk_);
+    const auto* fn = job_;
+    int64_t n = job_n_, chunk = job_chunk_, chunks = job_chunks_;
     lk.unlock();
-    std::exception_ptr error;
-    try {
-      if (begin < end) (*fn)(begin, end);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    if (error) {
-      std::lock_guard<std::mutex> g(mu_);
-      if (!job_error_) job_error_ = error;
-    }
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> g(mu_);  // the caller checks pending_ under mu_ before it sleeps
-      done_.notify_one();
-    }
+    if (fn) run_chunks(seen, *fn, n, chunk, chunks);
   }
 }
 
-// Loops run on OpenMP's threads, which oneDNN's kernels use too: two pools spinning on the
-// same cores stalled each other (bert_base 2x slower). VLRT_POOL_OPENMP=0 runs them on
-// the pool's own workers instead.
-bool pool_on_openmp() {
-  static const bool on = [] {
-    const char* v = std::getenv("VLRT_POOL_OPENMP");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
+void ThreadPool::use_openmp() {
+  if (!openmp_fixed_) openmp_.store(true, std::memory_order_relaxed);
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
   int64_t parts =
       std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
-  if (pool_on_openmp()) {
+  if (on_openmp()) {
     if (parts <= 1 || omp_in_parallel()) {
       fn(0, n);
       return;
@@ -122,28 +127,29 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
-  int64_t chunk = (n + parts - 1) / parts;
+  // A few chunks per thread, each at least `grain` long.
+  int64_t grain_chunks = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
+  int64_t chunk = (n + std::min(grain_chunks, 4 * parts) - 1) / std::min(grain_chunks, 4 * parts);
+  int64_t chunks = (n + chunk - 1) / chunk, generation;
   {
     std::lock_guard<std::mutex> lk(mu_);
+    generation = (generation_.load() + 1) & 0xffffffff;
     job_ = &fn;
     job_n_ = n;
     job_chunk_ = chunk;
-    job_parts_ = int(parts);
-    pending_.store(int(parts) - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    job_chunks_ = chunks;
+    job_error_ = nullptr;
+    done_chunks_.store(0, std::memory_order_relaxed);
+    claim_.store(uint64_t(generation) << 32, std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
   }
   wake_.notify_all();
-  std::exception_ptr error;
-  try {
-    fn(0, std::min(n, chunk));
-  } catch (...) {
-    error = std::current_exception();
-  }
-  spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; });
+  run_chunks(generation, fn, n, chunk, chunks);
+  spin_until([&] { return done_chunks_.load(std::memory_order_acquire) == chunks; });
   std::unique_lock<std::mutex> lk(mu_);
-  done_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  done_.wait(lk, [&] { return done_chunks_.load(std::memory_order_acquire) == chunks; });
   job_ = nullptr;
-  if (!error) error = job_error_;
+  std::exception_ptr error = job_error_;
   job_error_ = nullptr;
   // An exception thrown in any chunk reaches the caller once every chunk has stopped.
   if (error) std::rethrow_exception(error);

@@ -59,60 +59,6 @@ TEST(Broadcast, OnnxRules) {
   EXPECT_THROW(broadcast_shapes({1, 900, 4}, {1, 900, 256}), Error);
 }
 
-TEST(ThreadPool, CoversRangeOnce) {
-  ThreadPool pool(3);
-  std::vector<int> hits(1000, 0);
-  for (int rep = 0; rep < 20; rep++)
-    pool.parallel_for(1000, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; i++) hits[i]++;
-    });
-  for (int h : hits) EXPECT_EQ(h, 20);
-}
-
-}  // namespace vlrt
-
-namespace vlrt {
-
-TEST(ThreadPool, ManyJobsOfChangingSizeFromTwoCallersEachRunOnce) {
-  // Back-to-back jobs (spinning workers pick them up), sizes that give a worker a chunk in
-  // one job and none in the next, sleeps that let the workers fall asleep in between, and a
-  // second thread calling at the same time (its calls run inline).
-  ThreadPool pool(4);
-  auto caller = [&pool](int seed, std::atomic<int64_t>& errors) {
-    std::vector<int> hits(64);
-    for (int rep = 0; rep < 3000; rep++) {
-      int64_t n = 1 + (rep * 7 + seed) % 64;
-      std::fill(hits.begin(), hits.end(), 0);
-      pool.parallel_for(n, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; i++) hits[size_t(i)]++;
-      });
-      for (int64_t i = 0; i < 64; i++) errors += hits[size_t(i)] != (i < n ? 1 : 0);
-      if (rep % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  };
-  std::atomic<int64_t> errors_a{0}, errors_b{0};
-  std::thread other(caller, 3, std::ref(errors_b));
-  caller(0, errors_a);
-  other.join();
-  EXPECT_EQ(errors_a.load(), 0);
-  EXPECT_EQ(errors_b.load(), 0);
-}
-
-TEST(ThreadPool, ExceptionInAChunkReachesTheCaller) {
-  ThreadPool pool(2);
-  EXPECT_THROW(pool.parallel_for(100,
-                                 [](int64_t b, int64_t) {
-                                   if (b > 0) fail("bad index in chunk");
-                                 }),
-               Error);
-  // Still usable afterwards, and nested calls run inline.
-  std::vector<int> hits(10, 0);
-  pool.parallel_for(10, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i++) pool.parallel_for(1, [&](int64_t, int64_t) { hits[i]++; });
-  });
-  for (int h : hits) EXPECT_EQ(h, 1);
-}
-
 }  // namespace vlrt
 
 namespace vlrt {

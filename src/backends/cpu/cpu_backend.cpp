@@ -109,7 +109,10 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
   if (!reference_kernels_) {
     if (std::unique_ptr<PreparedKernel> fast = make_winograd_conv(node, opset, inputs)) return fast;
     if (std::unique_ptr<PreparedKernel> fast = make_packed_matmul(node, inputs)) return fast;
-    if (std::unique_ptr<PreparedKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) return fast;
+    if (std::unique_ptr<PreparedKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) {
+      pool_->use_openmp();  // oneDNN runs on OpenMP's threads: the pool's loops join them
+      return fast;
+    }
   }
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
