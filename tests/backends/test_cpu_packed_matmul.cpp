@@ -81,6 +81,30 @@ TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
   }
 }
 
+// A Conv whose kernel tiles the image (stride = kernel, no padding) runs as a product of patches.
+TEST(CpuPackedMatMul, PatchConvolutionsMatchTheReference) {
+  if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
+  struct Case {
+    Shape x, w;
+    bool bias;
+  };
+  for (const Case& c : std::vector<Case>{{{1, 3, 8, 12}, {17, 3, 4, 4}, true},
+                                         {{2, 5, 6, 4}, {7, 5, 2, 2}, false},
+                                         {{1, 3, 32, 32}, {40, 3, 16, 16}, true},
+                                         {{1, 2, 9, 4}, {3, 2, 3, 1}, true}}) {
+    SCOPED_TRACE(cat("x ", shape_str(c.x), " w ", shape_str(c.w)));
+    Tensor x = random_uniform(c.x, 1), w = random_uniform(c.w, 2), b = random_uniform({c.w[0]}, 3);
+    std::vector<Tensor> in = {x, w};
+    if (c.bias) in.push_back(b);
+    check("Conv", in, {{"strides", attr_ints({c.w[2], c.w[3]})}});
+  }
+  Tensor x = random_uniform({1, 3, 8, 8}, 4), w = random_uniform({5, 3, 2, 2}, 5);
+  EXPECT_EQ(taken_bytes("Conv", {x, w}, {{"strides", attr_ints({1, 1})}}), 0u) << "overlapping windows";
+  EXPECT_EQ(taken_bytes("Conv", {x, w}, {{"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}), 0u);
+  EXPECT_EQ(taken_bytes("Conv", {random_uniform({1, 3, 7, 8}, 6), w}, {{"strides", attr_ints({2, 2})}}), 0u)
+      << "a kernel that does not tile the image";
+}
+
 TEST(CpuPackedMatMul, TakesOnlyWhatItComputes) {
   if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
   Tensor a = random_uniform({5, 19}, 1), b = random_uniform({19, 21}, 2), bias = random_uniform({21}, 3);

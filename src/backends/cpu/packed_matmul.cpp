@@ -1,5 +1,6 @@
 #include "backends/cpu/packed_matmul.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -74,6 +75,39 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   return p;
 }
 
+// A 2-D Conv whose kernel tiles the image (stride = kernel, no padding, no dilation, one
+// group: a vision transformer's patch embedding) is the product of its patches [N*OH*OW,
+// C*KH*KW] with W [OC, C*KH*KW] transposed: it runs on the same packed product, so a model
+// whose only convolution is that one needs no oneDNN kernel.
+struct PatchPlan {
+  Plan product;  // k = C*KH*KW, n = OC, B transposed
+  int64_t kh = 0, kw = 0;
+};
+
+std::optional<PatchPlan> plan_patches(const Node& node, const std::vector<const ValueInfo*>& inputs) {
+  if (!packed_matmul_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
+  if (!node.domain.empty() || node.op_type != "Conv") return std::nullopt;
+  const ValueInfo *x = input_at(inputs, 0), *w = input_at(inputs, 1), *b = input_at(inputs, 2);
+  if (!is_f32(x) || x->shape.size() != 4 || !is_f32(w) || !w->value || !w->value->defined() || w->shape.size() != 4)
+    return std::nullopt;
+  int64_t kh = w->shape[2], kw = w->shape[3];
+  auto ints = [&](const char* name, std::vector<int64_t> fallback) { return node.attr_ints(name, std::move(fallback)); };
+  if (node.attr_int("group", 1) != 1 || ints("strides", {1, 1}) != std::vector<int64_t>{kh, kw} ||
+      ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1} || ints("pads", {0, 0, 0, 0}) != std::vector<int64_t>{0, 0, 0, 0} ||
+      node.attr_string("auto_pad", "NOTSET") != "NOTSET" || x->shape[1] != w->shape[1] || kh * kw == 1 ||
+      x->shape[2] % kh != 0 || x->shape[3] % kw != 0 || shape_numel(x->shape) == 0)
+    return std::nullopt;
+  if (b && !(is_f32(b) && shape_numel(b->shape) == w->shape[0])) return std::nullopt;
+  PatchPlan p;
+  p.kh = kh;
+  p.kw = kw;
+  p.product.k = w->shape[1] * kh * kw;
+  p.product.n = w->shape[0];
+  p.product.transposed = true;
+  p.product.bias = b != nullptr;
+  return p;
+}
+
 std::vector<float> pack(const Plan& p, const Tensor& weights) {
   std::vector<float> panels(p.packed_floats(), 0.f);
   const float* w = weights.data<float>();
@@ -112,15 +146,64 @@ class PackedMatMul : public PreparedKernel {
   std::vector<float> panels_;
 };
 
+class PatchConv : public PreparedKernel {
+ public:
+  PatchConv(PatchPlan p, const Tensor& weights) : plan_(std::move(p)), panels_(pack(plan_.product, weights)) {}
+
+  size_t bytes() const override { return panels_.size() * sizeof(float); }
+
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
+    const Tensor& x = *in[0];
+    Tensor& y = *out[0];
+    const int64_t batch = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), kh = plan_.kh, kw = plan_.kw;
+    const int64_t oh = h / kh, ow = w / kw, patches = oh * ow, k = plan_.product.k, n = plan_.product.n;
+    VLRT_CHECK(k == c * kh * kw && y.numel() == batch * n * patches, "patch convolution prepared for ", k,
+               " values per patch got X ", shape_str(x.shape()));
+    thread_local std::vector<float> t_rows, t_products;
+    if (t_rows.size() < size_t(patches * k)) t_rows.resize(size_t(patches * k));
+    if (t_products.size() < size_t(patches * n)) t_products.resize(size_t(patches * n));
+    float *rows = t_rows.data(), *products = t_products.data();
+    const float* bias = plan_.product.bias ? in[2]->data<float>() : nullptr;
+    for (int64_t img = 0; img < batch; img++) {
+      const float* xi = x.data<float>() + img * c * h * w;
+      pool.parallel_for(patches, [&](int64_t begin, int64_t end) {  // each patch as one row (c, i, j)
+        for (int64_t p = begin; p < end; p++) {
+          float* row = rows + p * k;
+          for (int64_t ch = 0; ch < c; ch++)
+            for (int64_t i = 0; i < kh; i++) {
+              const float* src = xi + (ch * h + p / ow * kh + i) * w + p % ow * kw;
+              std::copy(src, src + kw, row + (ch * kh + i) * kw);
+            }
+        }
+      });
+      const int64_t jobs = plan_.product.panels() * ((patches + packed::kRowBlock - 1) / packed::kRowBlock);
+      pool.parallel_for(jobs, [&](int64_t begin, int64_t end) {
+        packed::products(rows, patches, k, panels_.data(), n, products, begin, end);
+      });
+      float* yi = y.data<float>() + img * n * patches;
+      pool.parallel_for(n, [&](int64_t begin, int64_t end) {  // [patches, OC] -> [OC, patches], plus the bias
+        for (int64_t o = begin; o < end; o++)
+          for (int64_t p = 0; p < patches; p++) yi[o * patches + p] = products[p * n + o] + (bias ? bias[o] : 0.f);
+      });
+    }
+  }
+
+ private:
+  PatchPlan plan_;
+  std::vector<float> panels_;
+};
+
 }  // namespace
 
 PrepareInfo packed_matmul_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   if (auto p = plan_packed(node, inputs)) return {p->packed_floats() * sizeof(float), {1}};
+  if (auto p = plan_patches(node, inputs)) return {p->product.packed_floats() * sizeof(float), {1}};
   return {};
 }
 
 std::unique_ptr<PreparedKernel> make_packed_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   if (auto p = plan_packed(node, inputs)) return std::make_unique<PackedMatMul>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_patches(node, inputs)) return std::make_unique<PatchConv>(std::move(*p), *inputs[1]->value);
   return nullptr;
 }
 
