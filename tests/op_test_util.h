@@ -128,6 +128,30 @@ inline Tensor channel_blocks(const Tensor& t, int64_t block) {
   return out;
 }
 
+// n (opset 17) on a CPU backend with the reference kernels alone, or with the prepared fast
+// kernels (oneDNN's, Winograd, the packed product) where they take it.
+inline Tensor run_on_cpu(const Node& n, const std::vector<Tensor>& inputs, bool reference) {
+  CpuBackend cpu(0, test_pool());
+  cpu.set_reference_kernels(reference);
+  std::vector<const Tensor*> ptrs;
+  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+  return run_node(cpu, n, 17, ptrs)[0];
+}
+
+// ValueInfo views of tensors as a backend's prepare sees them (shapes known, each tensor its
+// constant value); an undefined tensor is an absent input.
+struct ValueInfos {
+  std::vector<ValueInfo> values;
+  std::vector<const ValueInfo*> ptrs;
+  explicit ValueInfos(const std::vector<Tensor>& inputs) : values(inputs.size()), ptrs(inputs.size(), nullptr) {
+    for (size_t i = 0; i < inputs.size(); i++) {
+      if (!inputs[i].defined()) continue;
+      values[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
+      ptrs[i] = &values[i];
+    }
+  }
+};
+
 inline Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector<int64_t>(v, std::move(s)); }
 
 // Asserts same dtype, same shape and values within atol + rtol*|expected|.

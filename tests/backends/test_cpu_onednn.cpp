@@ -23,27 +23,12 @@ Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map
   return n;
 }
 
-// n on a CPU backend with the reference kernels alone, or with oneDNN's where they apply.
-Tensor run_cpu(const Node& n, const std::vector<Tensor>& inputs, bool reference) {
-  CpuBackend cpu(0, test_pool());
-  cpu.set_reference_kernels(reference);
-  std::vector<const Tensor*> ptrs;
-  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-  return run_node(cpu, n, 17, ptrs)[0];
-}
-
 // Bytes of packed weights the oneDNN kernel of n holds (0: oneDNN does not take n).
 size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
-  std::vector<ValueInfo> infos(inputs.size());
-  std::vector<const ValueInfo*> ptrs(inputs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); i++) {
-    if (!inputs[i].defined()) continue;
-    infos[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
-    ptrs[i] = &infos[i];
-  }
+  ValueInfos infos(inputs);
   CpuBackend cpu(0, test_pool());
   cpu.set_reference_kernels(false);
-  PrepareInfo info = cpu.prepare_info(n, 17, ptrs);
+  PrepareInfo info = cpu.prepare_info(n, 17, infos.ptrs);
   if (info.bytes) {
     EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{n.op_type.starts_with("QLinear") ? 3u : 1u}) << n.op_type;
   }
@@ -55,7 +40,7 @@ void check_against_reference(const std::string& op, const std::vector<Tensor>& i
                              std::map<std::string, Attribute> attrs = {}, bool onednn_takes_it = true) {
   Node n = node_for(op, inputs, std::move(attrs));
   EXPECT_EQ(packed_bytes(n, inputs) > 0, onednn_takes_it) << op;
-  expect_close(run_cpu(n, inputs, false), run_cpu(n, inputs, true), 1e-4, 1e-4);
+  expect_close(run_on_cpu(n, inputs, false), run_on_cpu(n, inputs, true), 1e-4, 1e-4);
 }
 
 TEST(CpuOneDnn, ConvMatchesReference) {
@@ -89,7 +74,7 @@ TEST(CpuOneDnn, ConvMatchesReference) {
 TEST(CpuOneDnn, EmptyConvRunsTheReferenceKernel) {
   Tensor x = random_uniform({0, 3, 5, 5}, 1), w = random_uniform({4, 3, 3, 3}, 2);
   check_against_reference("Conv", {x, w}, {}, false);
-  EXPECT_EQ(run_cpu(node_for("Conv", {x, w}, {}), {x, w}, false).shape(), (Shape{0, 4, 3, 3}));
+  EXPECT_EQ(run_on_cpu(node_for("Conv", {x, w}, {}), {x, w}, false).shape(), (Shape{0, 4, 3, 3}));
 }
 
 TEST(CpuOneDnn, FusedConvMatchesReference) {
@@ -129,9 +114,9 @@ TEST(CpuOneDnn, BlockedConvMatchesReferenceInEveryLayout) {
     const Case& c = cases[i];
     Tensor x = random_uniform(c.x, uint32_t(i)), w = random_uniform(c.w, uint32_t(i) + 50),
            b = random_uniform({c.w[0]}, uint32_t(i) + 90);
-    Shape y_shape = run_cpu(node_for("FusedConv", {x, w, b}, c.attrs), {x, w, b}, false).shape();
+    Shape y_shape = run_on_cpu(node_for("FusedConv", {x, w, b}, c.attrs), {x, w, b}, false).shape();
     Tensor z = random_uniform(y_shape, uint32_t(i) + 7);
-    Tensor plain_yz = run_cpu(node_for("FusedConv", {x, w, b, z}, c.attrs), {x, w, b, z}, true);
+    Tensor plain_yz = run_on_cpu(node_for("FusedConv", {x, w, b, z}, c.attrs), {x, w, b, z}, true);
     // every layout in blocks of 16; in blocks of 8, X alone and everything blocked
     for (auto [block, layout] : std::vector<std::pair<int64_t, int>>{
              {16, 1}, {16, 2}, {16, 3}, {16, 4}, {16, 5}, {16, 6}, {16, 7}, {8, 1}, {8, 7}}) {
@@ -145,8 +130,8 @@ TEST(CpuOneDnn, BlockedConvMatchesReferenceInEveryLayout) {
         Node n = node_for("BlockedConv", in, attrs);
         EXPECT_GT(packed_bytes(n, in), 0u);
         Tensor want = dst ? channel_blocks(plain_yz, block) : plain_yz;
-        expect_close(run_cpu(n, in, false), want, 1e-4, 1e-4);
-        expect_close(run_cpu(n, in, true), want, 1e-4, 1e-4);
+        expect_close(run_on_cpu(n, in, false), want, 1e-4, 1e-4);
+        expect_close(run_on_cpu(n, in, true), want, 1e-4, 1e-4);
       }
   }
 }
@@ -156,11 +141,11 @@ TEST(CpuOneDnn, FromChannelBlocksGivesThePlainTensor) {
   for (int64_t block : {16, 8}) {
     Tensor blocked = channel_blocks(x, block);
     Node n = node_for("FromChannelBlocks", {blocked}, {{"block", attr_i(block)}, {"channels", attr_i(19)}});
-    expect_close(run_cpu(n, {blocked}, true), x, 0, 0);
+    expect_close(run_on_cpu(n, {blocked}, true), x, 0, 0);
   }
   Node wrong = node_for("FromChannelBlocks", {channel_blocks(x, 8)}, {{"block", attr_i(16)}, {"channels", attr_i(19)}});
   try {
-    run_cpu(wrong, {channel_blocks(x, 8)}, true);
+    run_on_cpu(wrong, {channel_blocks(x, 8)}, true);
     FAIL() << "a tensor in blocks of 8 read as blocks of 16 must fail";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("blocks of 16"), std::string::npos) << e.what();
@@ -223,7 +208,7 @@ void check_exact(const std::string& op, const std::vector<Tensor>& inputs, bool 
                  std::map<std::string, Attribute> attrs = {}) {
   Node n = node_for(op, inputs, std::move(attrs));
   EXPECT_EQ(packed_bytes(n, inputs) > 0, onednn_takes_it && onednn_exact_integer_products()) << op;
-  Tensor fast = run_cpu(n, inputs, false), reference = run_cpu(n, inputs, true);
+  Tensor fast = run_on_cpu(n, inputs, false), reference = run_on_cpu(n, inputs, true);
   ASSERT_EQ(fast.shape(), reference.shape());
   ASSERT_EQ(fast.dtype(), reference.dtype());
   EXPECT_EQ(std::memcmp(fast.raw(), reference.raw(), fast.nbytes()), 0) << op << " " << shape_str(fast.shape());
@@ -379,7 +364,7 @@ TEST(CpuOneDnn, SessionCountsTheIntegerKernelsState) {
     EXPECT_GE(prepared, ub.nbytes() + 21 * sizeof(int32_t));
   }
   TensorMap y = s.run({{"in0", a}});
-  Tensor want = run_cpu(n, {a, ub, u8_scalar(3), u8_scalar(120)}, true);
+  Tensor want = run_on_cpu(n, {a, ub, u8_scalar(3), u8_scalar(120)}, true);
   EXPECT_EQ(std::memcmp(y.at("out0").raw(), want.raw(), want.nbytes()), 0);
 }
 
@@ -407,7 +392,7 @@ TEST(CpuOneDnn, SessionPacksConstantWeightsOnce) {
     EXPECT_TRUE(replaced);
   }
   TensorMap y = s.run({{"in0", x}});
-  expect_close(y.at("out0"), run_cpu(n, {x, w}, true), 1e-4, 1e-4);
+  expect_close(y.at("out0"), run_on_cpu(n, {x, w}, true), 1e-4, 1e-4);
 }
 
 }  // namespace

@@ -20,28 +20,8 @@ Node node_of(const std::string& op, const std::vector<Tensor>& inputs, std::map<
   return n;
 }
 
-struct Infos {
-  std::vector<ValueInfo> values;
-  std::vector<const ValueInfo*> ptrs;
-  explicit Infos(const std::vector<Tensor>& inputs) : values(inputs.size()), ptrs(inputs.size(), nullptr) {
-    for (size_t i = 0; i < inputs.size(); i++) {
-      if (!inputs[i].defined()) continue;
-      values[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
-      ptrs[i] = &values[i];
-    }
-  }
-};
-
-Tensor run_on(const Node& n, const std::vector<Tensor>& inputs, bool reference) {
-  CpuBackend cpu(0, test_pool());
-  cpu.set_reference_kernels(reference);
-  std::vector<const Tensor*> ptrs;
-  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-  return run_node(cpu, n, 17, ptrs)[0];
-}
-
 size_t taken_bytes(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs = {}) {
-  Infos infos(inputs);
+  ValueInfos infos(inputs);
   return packed_matmul_prepare_info(node_of(op, inputs, std::move(attrs)), infos.ptrs).bytes;
 }
 
@@ -49,7 +29,7 @@ size_t taken_bytes(const std::string& op, const std::vector<Tensor>& inputs, std
 void check(const std::string& op, const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs = {}) {
   EXPECT_GT(taken_bytes(op, inputs, attrs), 0u) << op;
   Node n = node_of(op, inputs, attrs);
-  expect_close(run_on(n, inputs, false), run_on(n, inputs, true), 1e-5, 1e-4);
+  expect_close(run_on_cpu(n, inputs, false), run_on_cpu(n, inputs, true), 1e-5, 1e-4);
 }
 
 bool packed_runs_here() { return cpu_isa() >= CpuIsa::avx2; }
@@ -111,7 +91,7 @@ TEST(CpuPackedMatMul, TakesOnlyWhatItComputes) {
   // B in panels of 16 columns: 2 panels of 19 rows.
   EXPECT_EQ(taken_bytes("MatMul", {a, b}), size_t(2 * 19 * 16 * 4));
   {
-    Infos infos({a, b});
+    ValueInfos infos({a, b});
     CpuBackend cpu(0, test_pool());
     cpu.set_reference_kernels(false);
     PrepareInfo info = cpu.prepare_info(node_of("MatMul", {a, b}, {}), 17, infos.ptrs);
@@ -124,7 +104,7 @@ TEST(CpuPackedMatMul, TakesOnlyWhatItComputes) {
   EXPECT_EQ(taken_bytes("Gemm", {a, b, random_uniform({5, 21}, 5)}), 0u) << "C as a matrix is not a bias";
   EXPECT_EQ(taken_bytes("FusedMatMul", {a, b, bias, random_uniform({21}, 6)}), 0u) << "a broadcast residual";
   EXPECT_EQ(taken_bytes("MatMul", {a, random_uniform({2, 19, 21}, 7)}), 0u) << "a batched B";
-  Infos dynamic_b({a, b});
+  ValueInfos dynamic_b({a, b});
   dynamic_b.values[1].value = Tensor();  // B computed at run time
   EXPECT_EQ(packed_matmul_prepare_info(node_of("MatMul", {a, b}, {}), dynamic_b.ptrs).bytes, 0u);
 }

@@ -31,29 +31,9 @@ Node blocked_conv(const std::vector<Tensor>& inputs, std::map<std::string, Attri
   return n;
 }
 
-struct Infos {
-  std::vector<ValueInfo> values;
-  std::vector<const ValueInfo*> ptrs;
-  explicit Infos(const std::vector<Tensor>& inputs) : values(inputs.size()), ptrs(inputs.size(), nullptr) {
-    for (size_t i = 0; i < inputs.size(); i++) {
-      if (!inputs[i].defined()) continue;
-      values[i] = ValueInfo{inputs[i].dtype(), true, inputs[i].shape(), inputs[i]};
-      ptrs[i] = &values[i];
-    }
-  }
-};
-
-Tensor run_reference(const Node& n, const std::vector<Tensor>& inputs) {
-  CpuBackend cpu(0, test_pool());
-  cpu.set_reference_kernels(true);
-  std::vector<const Tensor*> ptrs;
-  for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-  return run_node(cpu, n, 17, ptrs)[0];
-}
-
 // The Winograd kernel on any size; Y starts as garbage so that every element must be written.
 Tensor run_winograd(const Node& n, const std::vector<Tensor>& inputs, Shape y_shape) {
-  Infos infos(inputs);
+  ValueInfos infos(inputs);
   std::unique_ptr<PreparedKernel> k = make_winograd_conv(n, 17, infos.ptrs, true);
   if (!k) {
     ADD_FAILURE() << "the Winograd kernel did not take the node";
@@ -97,7 +77,7 @@ TEST(CpuWinograd, MatchesTheReferenceOnAwkwardShapes) {
         std::vector<Tensor> in = {x, w, form == 2 ? Tensor() : b};
         if (form > 0) in.push_back(z);
         Node n = blocked_conv(in, conv3x3(act.name, act.params));
-        expect_close(run_winograd(n, in, y_shape), run_reference(n, in), 1e-4, 1e-4);
+        expect_close(run_winograd(n, in, y_shape), run_on_cpu(n, in, true), 1e-4, 1e-4);
       }
   }
 }
@@ -109,14 +89,14 @@ TEST(CpuWinograd, TakesOnlyTheConvolutionsItComputes) {
   CpuBackend cpu(0, test_pool());
   cpu.set_reference_kernels(false);
   auto taken_bytes = [&](const std::vector<Tensor>& in, std::map<std::string, Attribute> attrs) {
-    Infos infos(in);
+    ValueInfos infos(in);
     PrepareInfo info = winograd_prepare_info(blocked_conv(in, std::move(attrs)), 17, infos.ptrs);
     return info.bytes;
   };
   // 36 transformed filters per channel pair, output channels in panels of 16.
   EXPECT_EQ(taken_bytes({x, w, b}, conv3x3("Relu")), size_t(36 * 48 * 32 * 4));
   {
-    Infos infos({x, w, b});
+    ValueInfos infos({x, w, b});
     PrepareInfo info = cpu.prepare_info(blocked_conv({x, w, b}, conv3x3()), 17, infos.ptrs);
     EXPECT_EQ(info.bytes, size_t(36 * 48 * 32 * 4)) << "the CPU backend prefers it to oneDNN's direct convolution";
     EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1});

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/prepare_util.h"
 #include "backends/cpu/ops/quantization.h"
 #include "ops/contrib_semantics.h"
 #include "ops/layout_semantics.h"
@@ -58,11 +59,6 @@ void use_threads(int threads) {
   if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
-bool is_f32(const ValueInfo* v) { return v && v->dtype == DType::f32 && v->shape_known; }
-bool is_f32_constant(const ValueInfo* v) { return is_f32(v) && v->value && v->value->defined(); }
-const ValueInfo* input_info(const std::vector<const ValueInfo*>& inputs, size_t i) {
-  return i < inputs.size() ? inputs[i] : nullptr;
-}
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 

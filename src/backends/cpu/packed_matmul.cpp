@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/prepare_util.h"
 #include "backends/cpu/ops/fused.h"
 #include "core/error.h"
 #include "ops/contrib_semantics.h"
@@ -16,18 +17,9 @@ namespace {
 
 // VLRT_PACKED_MATMUL=0 leaves the products to oneDNN (for measurements).
 bool packed_matmul_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("VLRT_PACKED_MATMUL");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = enabled_by_env("VLRT_PACKED_MATMUL");
   return on;
 }
-
-const ValueInfo* input_at(const std::vector<const ValueInfo*>& inputs, size_t i) {
-  return i < inputs.size() ? inputs[i] : nullptr;
-}
-
-bool is_f32(const ValueInfo* v) { return v && v->dtype == DType::f32 && v->shape_known; }
 
 struct Plan {
   int64_t k = 0, n = 0;
@@ -47,9 +39,9 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
   bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
-  const ValueInfo *a = input_at(inputs, 0), *w = input_at(inputs, 1),
-                  *c = gemm || fused ? input_at(inputs, 2) : nullptr, *z = fused ? input_at(inputs, 3) : nullptr;
-  if (!a || a->dtype != DType::f32 || !is_f32(w) || !w->value || !w->value->defined() || w->shape.size() != 2)
+  const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
+                  *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
+  if (!a || a->dtype != DType::f32 || !is_f32_constant(w) || w->shape.size() != 2)
     return std::nullopt;
   Plan p;
   p.transposed = (gemm || fused) && node.attr_int("transB", 0) != 0;
@@ -87,8 +79,8 @@ struct PatchPlan {
 std::optional<PatchPlan> plan_patches(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   if (!packed_matmul_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
   if (!node.domain.empty() || node.op_type != "Conv") return std::nullopt;
-  const ValueInfo *x = input_at(inputs, 0), *w = input_at(inputs, 1), *b = input_at(inputs, 2);
-  if (!is_f32(x) || x->shape.size() != 4 || !is_f32(w) || !w->value || !w->value->defined() || w->shape.size() != 4)
+  const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2);
+  if (!is_f32(x) || x->shape.size() != 4 || !is_f32_constant(w) || w->shape.size() != 4)
     return std::nullopt;
   int64_t kh = w->shape[2], kw = w->shape[3];
   auto ints = [&](const char* name, std::vector<int64_t> fallback) { return node.attr_ints(name, std::move(fallback)); };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/prepare_util.h"
 #include "core/error.h"
 #include "backends/cpu/winograd_kernels.h"
 #include "ops/contrib_semantics.h"
@@ -20,18 +21,9 @@ using winograd::kPoints;
 
 // VLRT_WINOGRAD=0 leaves every convolution to oneDNN (for measurements).
 bool winograd_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("VLRT_WINOGRAD");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = enabled_by_env("VLRT_WINOGRAD");
   return on;
 }
-
-const ValueInfo* input_at(const std::vector<const ValueInfo*>& inputs, size_t i) {
-  return i < inputs.size() ? inputs[i] : nullptr;
-}
-
-bool is_f32(const ValueInfo* v) { return v && v->dtype == DType::f32 && v->shape_known; }
 
 bool all_equal(const std::vector<int64_t>& v, int64_t value) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
@@ -53,11 +45,11 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
   if (!winograd_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
   if (node.domain != "vlrt" || node.op_type != "BlockedConv") return std::nullopt;
   ConvBlocks blocks = conv_blocks(node);
-  const ValueInfo *x = input_at(inputs, 0), *w = input_at(inputs, 1), *b = input_at(inputs, 2),
-                  *z = input_at(inputs, 3);
+  const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2),
+                  *z = input_info(inputs, 3);
   if (blocks.src != 8 || blocks.dst != 8 || (z && blocks.sum != 8)) return std::nullopt;
   if (!is_f32(x) || x->shape.size() != 5 || x->shape[4] != 8) return std::nullopt;
-  if (!is_f32(w) || !w->value || !w->value->defined() || w->shape.size() != 4 || w->shape[2] != 3 ||
+  if (!is_f32_constant(w) || w->shape.size() != 4 || w->shape[2] != 3 ||
       w->shape[3] != 3)
     return std::nullopt;
   if (node.attr_int("group", 1) != 1 || !all_equal(node.attr_ints("strides", {1, 1}), 1) ||
