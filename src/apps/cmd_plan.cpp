@@ -46,6 +46,7 @@ void print_plan(const std::string& model, const std::map<std::string, std::pair<
     if (dp.dynamic_values) std::cout << ", " << dp.dynamic_values << " values sized at run time";
     std::cout << "\n";
     if (!dp.ops.empty()) std::cout << "  " << op_list(dp.ops) << "\n";
+    if (!dp.kernels.empty()) std::cout << "  prepared kernels: " << op_list(dp.kernels) << "\n";
   }
   std::cout << "\nfallbacks: " << (plan.fallbacks.empty() ? "none" : std::to_string(plan.fallbacks.size()))
             << "\n";
@@ -136,6 +137,7 @@ nlohmann::json plan_json(const std::string& model, const std::map<std::string, s
                                      {"weight_bytes", dp.weight_bytes},
                                      {"peak_activation_bytes", dp.peak_activation_bytes},
                                      {"prepared_bytes", dp.prepared_bytes},
+                                     {"prepared_kernels", dp.kernels},
                                      {"resident_bytes", dp.resident_bytes},
                                      {"dynamic_values", dp.dynamic_values},
                                      {"cap_bytes", dp.cap}};

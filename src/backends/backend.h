@@ -28,6 +28,7 @@ class KernelState {
 struct PrepareInfo {
   size_t bytes = 0;                   // device memory the state holds
   std::vector<size_t> replaced_inputs;  // constant inputs the state holds a copy of (packed)
+  std::string kernel;                   // the prepared kernel's name, for `vlrt plan` ("" none)
 };
 
 class Backend {

@@ -171,6 +171,7 @@ class Builder {
       }
       PrepareInfo info = hooks_.prepare_info(s.device, n, infos);
       s.prepared_bytes = info.bytes;
+      s.kernel = info.kernel;
       for (int in : s.inputs)
         if (in >= 0) readers[size_t(in)]++;
       for (size_t k : info.replaced_inputs) {
@@ -330,6 +331,7 @@ class Builder {
       dp.ops[g.nodes[s.node].op_type]++;
       if (s.control_flow) count_subgraph_ops(g.nodes[s.node], dp.ops);
       dp.prepared_bytes += s.prepared_bytes;
+      if (!s.kernel.empty()) dp.kernels[s.kernel]++;
     }
     for (auto& s : p.slots) {
       DevicePlan& dp = p.devices[s.lane];

@@ -67,6 +67,7 @@ struct Step {
   int alias_input = -1;      // run: output 0 is a view of this input (no kernel for it)
   bool control_flow = false;  // run: If, Loop, Scan: the executor runs its subgraphs on the host
   size_t prepared_bytes = 0;  // run: the node's prepared state on its device
+  std::string kernel;         // run: the prepared kernel that runs it ("" the backend's plain one)
 };
 
 struct Transfer {
@@ -88,6 +89,7 @@ struct DevicePlan {
   size_t weight_bytes = 0;         // initializers and folded constants the device holds
   size_t peak_activation_bytes = 0;  // the arena size
   size_t prepared_bytes = 0;         // per-node state its backend prepares (packed weights ...)
+  std::map<std::string, int> kernels;  // prepared kernel -> node count
   size_t resident_bytes = 0;         // PlanOptions::resident_inputs read here
   size_t dynamic_values = 0;
   size_t cap = 0;                  // 0: no cap

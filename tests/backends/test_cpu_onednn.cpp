@@ -387,9 +387,11 @@ TEST(CpuOneDnn, SessionPacksConstantWeightsOnce) {
   if (CpuBackend(0, test_pool()).reference_kernels()) {  // VLRT_REFERENCE_KERNELS=1: nothing packed
     EXPECT_EQ(packed, 0u);
     EXPECT_FALSE(replaced);
+    EXPECT_TRUE(p.devices[0].kernels.empty());
   } else {
     EXPECT_GE(packed, w.nbytes());
     EXPECT_TRUE(replaced);
+    EXPECT_EQ(p.devices[0].kernels, (std::map<std::string, int>{{"oneDNN conv", 1}})) << "vlrt plan names the kernel";
   }
   TensorMap y = s.run({{"in0", x}});
   expect_close(y.at("out0"), run_on_cpu(n, {x, w}, true), 1e-4, 1e-4);

@@ -629,15 +629,15 @@ int64_t onednn_conv_channel_block() {
 PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
                                 int threads) {
   use_threads(threads);
-  if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}};
-  if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}};
+  if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}, "oneDNN conv"};
+  if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}, "oneDNN matmul"};
   if (auto p = plan_integer_matmul(node, inputs)) {
     const ValueInfo* w = inputs[p->weights()];
     size_t offsets = column_offsets(w->dtype, w->shape[1], input_info(inputs, p->weights() + 2)).size();
-    return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}};
+    return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}, "oneDNN integer matmul"};
   }
   if (auto p = plan_conv_integer(node, opset, inputs))
-    return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}};
+    return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}, "oneDNN integer conv"};
   return {};
 }
 

@@ -188,8 +188,8 @@ class PatchConv : public PreparedKernel {
 }  // namespace
 
 PrepareInfo packed_matmul_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-  if (auto p = plan_packed(node, inputs)) return {p->packed_floats() * sizeof(float), {1}};
-  if (auto p = plan_patches(node, inputs)) return {p->product.packed_floats() * sizeof(float), {1}};
+  if (auto p = plan_packed(node, inputs)) return {p->packed_floats() * sizeof(float), {1}, "packed product"};
+  if (auto p = plan_patches(node, inputs)) return {p->product.packed_floats() * sizeof(float), {1}, "packed patch conv"};
   return {};
 }
 

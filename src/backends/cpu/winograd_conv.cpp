@@ -153,7 +153,7 @@ class WinogradConv : public PreparedKernel {
 
 PrepareInfo winograd_prepare_info(const Node& node, int64_t, const std::vector<const ValueInfo*>& inputs,
                                   bool any_size) {
-  if (auto p = plan_winograd(node, inputs, any_size)) return {p->filter_floats() * sizeof(float), {1}};
+  if (auto p = plan_winograd(node, inputs, any_size)) return {p->filter_floats() * sizeof(float), {1}, "Winograd F(4x4,3x3)"};
   return {};
 }
 
