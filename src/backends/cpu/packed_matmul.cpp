@@ -41,13 +41,12 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
                   *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
-  if (!a || a->dtype != DType::f32 || !is_f32_constant(w) || w->shape.size() != 2)
-    return std::nullopt;
+  if (!is_f32(a) || a->shape.size() < 2 || !is_f32_constant(w) || w->shape.size() != 2) return std::nullopt;
   Plan p;
   p.transposed = (gemm || fused) && node.attr_int("transB", 0) != 0;
   if (gemm) {
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f) return std::nullopt;
-    if (!a->shape_known || a->shape.size() != 2) return std::nullopt;
+    if (a->shape.size() != 2) return std::nullopt;
     float beta = node.attr_float("beta", 1.0f);
     if (c && beta == 0) c = nullptr;
     if (c && beta != 1) return std::nullopt;
@@ -55,11 +54,11 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   p.k = p.transposed ? w->shape[1] : w->shape[0];
   p.n = p.transposed ? w->shape[0] : w->shape[1];
   if (p.k == 0 || p.n == 0) return std::nullopt;
-  if (a->shape_known && (a->shape.size() < 2 || a->shape.back() != p.k)) return std::nullopt;
+  if (a->shape.back() != p.k) return std::nullopt;
   if (c && !(is_f32(c) && shape_numel(c->shape) == p.n && (c->shape.size() == 1 || c->shape == Shape{1, p.n})))
     return std::nullopt;
   // The residual must be the product's shape (the reference kernel refuses a broadcast one).
-  if (z && !(is_f32(z) && a->shape_known && shape_numel(z->shape) == shape_numel(a->shape) / p.k * p.n))
+  if (z && !(is_f32(z) && shape_numel(z->shape) == shape_numel(a->shape) / p.k * p.n))
     return std::nullopt;
   p.bias = c != nullptr;
   p.sum = z != nullptr;
