@@ -99,8 +99,9 @@ void ThreadPool::use_openmp() {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  int64_t parts =
-      std::min<int64_t>(size(), (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
+  // At most one part per thread, and as many chunks of at least `grain` as there are.
+  const int64_t grain_chunks = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
+  const int64_t parts = std::min<int64_t>(size(), grain_chunks);
   if (on_openmp()) {
     if (parts <= 1 || omp_in_parallel()) {
       fn(0, n);
@@ -128,8 +129,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   // A few chunks per thread, each at least `grain` long.
-  int64_t grain_chunks = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
-  int64_t chunk = (n + std::min(grain_chunks, 4 * parts) - 1) / std::min(grain_chunks, 4 * parts);
+  const int64_t wanted = std::min(grain_chunks, 4 * parts);
+  int64_t chunk = (n + wanted - 1) / wanted;
   int64_t chunks = (n + chunk - 1) / chunk, generation;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -32,9 +32,6 @@ struct Plan {
 };
 
 std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-#if !defined(__x86_64__)
-  return std::nullopt;
-#endif
   if (!packed_matmul_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
   bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
@@ -151,9 +148,7 @@ class PatchConv : public PreparedKernel {
     VLRT_CHECK(k == c * kh * kw && y.numel() == batch * n * patches, "patch convolution prepared for ", k,
                " values per patch got X ", shape_str(x.shape()));
     thread_local std::vector<float> t_rows, t_products;
-    if (t_rows.size() < size_t(patches * k)) t_rows.resize(size_t(patches * k));
-    if (t_products.size() < size_t(patches * n)) t_products.resize(size_t(patches * n));
-    float *rows = t_rows.data(), *products = t_products.data();
+    float *rows = grown(t_rows, size_t(patches * k)), *products = grown(t_products, size_t(patches * n));
     const float* bias = plan_.product.bias ? in[2]->data<float>() : nullptr;
     for (int64_t img = 0; img < batch; img++) {
       const float* xi = x.data<float>() + img * c * h * w;

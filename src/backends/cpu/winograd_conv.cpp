@@ -7,8 +7,8 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/prepare_util.h"
-#include "core/error.h"
 #include "backends/cpu/winograd_kernels.h"
+#include "core/error.h"
 #include "ops/contrib_semantics.h"
 #include "ops/layout_semantics.h"
 
@@ -39,9 +39,6 @@ struct Plan {
 };
 
 std::optional<Plan> plan_winograd(const Node& node, const std::vector<const ValueInfo*>& inputs, bool any_size) {
-#if !defined(__x86_64__)
-  return std::nullopt;
-#endif
   if (!winograd_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
   if (node.domain != "vlrt" || node.op_type != "BlockedConv") return std::nullopt;
   ConvBlocks blocks = conv_blocks(node);
@@ -49,12 +46,11 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
                   *z = input_info(inputs, 3);
   if (blocks.src != 8 || blocks.dst != 8 || (z && blocks.sum != 8)) return std::nullopt;
   if (!is_f32(x) || x->shape.size() != 5 || x->shape[4] != 8) return std::nullopt;
-  if (!is_f32_constant(w) || w->shape.size() != 4 || w->shape[2] != 3 ||
-      w->shape[3] != 3)
-    return std::nullopt;
+  if (!is_f32_constant(w) || w->shape.size() != 4 || w->shape[2] != 3 || w->shape[3] != 3) return std::nullopt;
+  std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
   if (node.attr_int("group", 1) != 1 || !all_equal(node.attr_ints("strides", {1, 1}), 1) ||
-      !all_equal(node.attr_ints("dilations", {1, 1}), 1) || node.attr_ints("pads", {0, 0, 0, 0}).size() != 4 ||
-      !all_equal(node.attr_ints("pads", {0, 0, 0, 0}), 1) || node.attr_string("auto_pad", "NOTSET") != "NOTSET")
+      !all_equal(node.attr_ints("dilations", {1, 1}), 1) || pads.size() != 4 || !all_equal(pads, 1) ||
+      node.attr_string("auto_pad", "NOTSET") != "NOTSET")
     return std::nullopt;
   Plan p;
   p.in_channels = w->shape[1];
@@ -113,12 +109,6 @@ std::vector<float> transform_filters(const Plan& p, const Tensor& weights) {
   return u;
 }
 
-// A per-thread buffer that grows to the largest size asked of it.
-float* scratch(std::vector<float>& buffer, size_t floats) {
-  if (buffer.size() < floats) buffer.resize(floats);
-  return buffer.data();
-}
-
 class WinogradConv : public PreparedKernel {
  public:
   WinogradConv(Plan p, const Tensor& weights) : plan_(std::move(p)), filters_(transform_filters(plan_, weights)) {}
@@ -131,8 +121,8 @@ class WinogradConv : public PreparedKernel {
                g.batch, "x", g.in_blocks, "x", g.h, "x", g.w, "x8 got ", shape_str(in[0]->shape()));
     thread_local std::vector<float> t_v, t_m;
     size_t tiles = size_t(g.tiles());
-    float* v = scratch(t_v, size_t(kPoints) * tiles * size_t(g.in_width()));
-    float* m = scratch(t_m, size_t(kPoints) * tiles * size_t(g.out_width()));
+    float* v = grown(t_v, size_t(kPoints) * tiles * size_t(g.in_width()));
+    float* m = grown(t_m, size_t(kPoints) * tiles * size_t(g.out_width()));
     std::vector<float> bias(size_t(g.out_blocks * 8), 0.f);
     if (plan_.bias) std::copy_n(in[2]->data<float>(), g.out_channels, bias.begin());
     winograd::Epilogue e{bias.data(), plan_.sum ? in[3]->data<float>() : nullptr, plan_.act};

@@ -2,7 +2,7 @@
 // in double, over directions, steps and the batch items still inside their sequence. Float32
 // RNN, GRU and LSTM also have a fast path (not under VLRT_REFERENCE_KERNELS=1): X's products with
 // W for every step in one matrix product, each step's H with R as one product over the batch
-// (BLAS), the directions on the pool's threads; the gates are the reference's, in float.
+// (float32 BLAS), the directions on the pool's threads; the gates are the reference's.
 // DynamicQuantizeLSTM does ONNX Runtime's arithmetic: X (all steps at once) and H (all batch items
 // of a step at once) are quantized to uint8 with dynamic parameters, multiplied with the integer
 // weights exactly, and the sums scaled to float by a_scale * w_scale.
@@ -282,83 +282,45 @@ void products_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b
   blas_sgemm(false, true, m, n, k, 1.f, a, k, b, k, 0.f, y, n);
 }
 
-// One direction of the fast path; writes its parts of res.
+// One direction of the fast path; writes its parts of res. The products are float32 BLAS;
+// the state and the gates are the reference's (rnn_step, in double).
 void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& x, const float* w_all,
                        const float* r_all, RnnResult& res) {
   const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
   const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
   auto length = [&](int64_t n) { return pb.lens.empty() ? S : pb.lens[size_t(n)]; };
   auto state_at = [&](int64_t n) { return (l1 ? n * nd + d : d * N + n) * H; };
-  auto clip = [&](double v) { return clipped(pb, v); };
-  const float *w = w_all + d * rows * pb.input, *r = r_all + d * rows * H;
   const double* b = pb.b.data() + d * 2 * rows;
-  const RnnActivation* act = pb.a.activations.data() + d * rnn_activation_count(pb.a.kind);
-  // xw[t * N + n] = W x + Wb for every step at once; hr = R h + Rb, one step at a time.
-  std::vector<float> xw(size_t(S * N * rows)), hr(size_t(N * rows)), h(size_t(N * H), 0.f), c = h, tmp(size_t(4 * H));
-  products_nt(S * N, rows, pb.input, x.data(), w, xw.data());
-  for (int64_t i = 0; i < S * N; i++)
-    for (int64_t g = 0; g < rows; g++) xw[size_t(i * rows + g)] += float(b[g]);
+  // xw[t * N + n] = W x for every step at once; hr = R h, one step at a time.
+  std::vector<float> xw(size_t(S * N * rows)), hr(size_t(N * rows)), h_rows(size_t(N * H));
+  products_nt(S * N, rows, pb.input, x.data(), w_all + d * rows * pb.input, xw.data());
+  std::vector<std::vector<double>> h(size_t(N), std::vector<double>(size_t(H), 0.0)), c = h;
   for (int64_t n = 0; n < N; n++) {
-    if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, h.begin() + n * H);
-    if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at(n), H, c.begin() + n * H);
+    if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, h[size_t(n)].begin());
+    if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at(n), H, c[size_t(n)].begin());
   }
+  std::vector<double> xw_row(static_cast<size_t>(rows)), hr_row(static_cast<size_t>(rows));
   int64_t steps = 0;
   for (int64_t n = 0; n < N; n++) steps = std::max(steps, length(n));
   for (int64_t s = 0; s < steps; s++) {
-    products_nt(N, rows, H, h.data(), r, hr.data());
+    for (int64_t n = 0; n < N; n++) std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), h_rows.begin() + n * H);
+    products_nt(N, rows, H, h_rows.data(), r_all + d * rows * H, hr.data());
     for (int64_t n = 0; n < N; n++) {
       if (s >= length(n)) continue;
       const int64_t t = reverse ? length(n) - 1 - s : s;
-      const float* xr = xw.data() + (t * N + n) * rows;
-      float *hn = h.data() + n * H, *cn = c.data() + n * H, *hrn = hr.data() + n * rows;
-      for (int64_t g = 0; g < rows; g++) hrn[g] += float(b[rows + g]);
-      switch (pb.a.kind) {
-        case RnnKind::rnn:
-          for (int64_t j = 0; j < H; j++) hn[j] = float(act[0](clip(xr[j] + hrn[j])));
-          break;
-        case RnnKind::gru: {
-          float *z = tmp.data(), *reset = tmp.data() + H;
-          for (int64_t j = 0; j < H; j++) {
-            z[j] = float(act[0](clip(xr[j] + hrn[j])));
-            reset[j] = float(act[0](clip(xr[H + j] + hrn[H + j])));
-          }
-          if (!pb.a.linear_before_reset) {  // the h gate's recurrent term is Rh (r * h) + Rbh
-            float *rh_prev = tmp.data() + 2 * H, *rh = tmp.data() + 3 * H;
-            for (int64_t j = 0; j < H; j++) rh_prev[j] = reset[j] * hn[j];
-            products_nt(1, H, H, rh_prev, r + 2 * H * H, rh);
-            for (int64_t j = 0; j < H; j++) hrn[2 * H + j] = rh[j] + float(b[rows + 2 * H + j]);
-          }
-          for (int64_t j = 0; j < H; j++) {
-            double pre = pb.a.linear_before_reset ? double(xr[2 * H + j]) + double(reset[j]) * hrn[2 * H + j]
-                                                  : double(xr[2 * H + j]) + hrn[2 * H + j];
-            double cand = act[1](clip(pre));
-            hn[j] = float((1 - z[j]) * cand + z[j] * double(hn[j]));
-          }
-          break;
-        }
-        case RnnKind::lstm: {
-          const double* p = pb.p.data() + d * 3 * H;  // i, o, f
-          for (int64_t j = 0; j < H; j++) {
-            double i = act[0](clip(double(xr[j]) + hrn[j] + p[j] * cn[j]));
-            double f = pb.a.input_forget
-                           ? 1 - i
-                           : act[0](clip(double(xr[2 * H + j]) + hrn[2 * H + j] + p[2 * H + j] * cn[j]));
-            double g = act[1](clip(double(xr[3 * H + j]) + hrn[3 * H + j]));
-            double cj = f * cn[j] + i * g;
-            cn[j] = float(cj);
-            double o = act[0](clip(double(xr[H + j]) + hrn[H + j] + p[H + j] * cj));
-            hn[j] = float(o * act[2](cj));
-          }
-          break;
-        }
+      for (int64_t g = 0; g < rows; g++) {
+        xw_row[size_t(g)] = double(xw[size_t((t * N + n) * rows + g)]) + b[g];
+        hr_row[size_t(g)] = double(hr[size_t(n * rows + g)]) + b[rows + g];
       }
-      std::copy(hn, hn + H, res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+      rnn_step(pb, d, xw_row, hr_row, h[size_t(n)], c[size_t(n)]);
+      std::copy(h[size_t(n)].begin(), h[size_t(n)].end(),
+                res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
     }
   }
   for (int64_t n = 0; n < N; n++) {
     if (length(n) == 0) continue;  // as onnxruntime: no step, zero final state
-    std::copy_n(h.begin() + n * H, H, res.yh.begin() + state_at(n));
-    std::copy_n(c.begin() + n * H, H, res.yc.begin() + state_at(n));
+    std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), res.yh.begin() + state_at(n));
+    std::copy(c[size_t(n)].begin(), c[size_t(n)].end(), res.yc.begin() + state_at(n));
   }
 }
 
@@ -382,6 +344,8 @@ void recurrent_kernel(KernelContext& ctx) {
   RnnProblem pb = rnn_problem(ctx, ctx.input(2).shape()[2]);
   if (ctx.input(0).dtype() == DType::f32 && ctx.input(1).dtype() == DType::f32 &&
       ctx.input(2).dtype() == DType::f32 && !reference_kernels_requested() && pb.seq * pb.batch * pb.input * pb.hidden > 0) {
+    // A GRU without linear_before_reset takes its h gate's recurrent term from R in rnn_step.
+    if (pb.a.kind == RnnKind::gru && !pb.a.linear_before_reset) pb.r = ctx.input(2).to_double_vector();
     write_outputs(ctx, run_rnn_f32(pb, ctx.input(1).data<float>(), ctx.input(2).data<float>(), ctx.pool));
     return;
   }
