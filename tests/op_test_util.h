@@ -128,6 +128,15 @@ inline Tensor channel_blocks(const Tensor& t, int64_t block) {
   return out;
 }
 
+// A vlrt.BlockedConv node reading `inputs` (an undefined tensor is an absent input).
+inline Node blocked_conv(const std::vector<Tensor>& inputs, std::map<std::string, Attribute> attrs) {
+  Node n = make_node("BlockedConv", inputs.size(), 1, std::move(attrs));
+  n.domain = "vlrt";
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (!inputs[i].defined()) n.inputs[i] = "";
+  return n;
+}
+
 // n (opset 17) on a CPU backend with the reference kernels alone, or with the prepared fast
 // kernels (oneDNN's, Winograd, the packed product) where they take it.
 inline Tensor run_on_cpu(const Node& n, const std::vector<Tensor>& inputs, bool reference) {

@@ -9,6 +9,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/packed_matmul.h"
+#include "backends/cpu/direct_conv.h"
 #include "backends/cpu/winograd_conv.h"
 #include "core/reference_mode.h"
 
@@ -101,6 +102,7 @@ PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
   if (reference_kernels_) return {};
   if (PrepareInfo winograd = winograd_prepare_info(node, opset, inputs); winograd.bytes) return winograd;
   if (PrepareInfo packed = packed_matmul_prepare_info(node, inputs); packed.bytes) return packed;
+  if (PrepareInfo direct = direct_conv_prepare_info(node, opset, inputs); direct.bytes) return direct;
   return onednn_prepare_info(node, opset, inputs, pool_->size());
 }
 
@@ -109,6 +111,7 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
   if (!reference_kernels_) {
     if (std::unique_ptr<PreparedKernel> fast = make_winograd_conv(node, opset, inputs)) return fast;
     if (std::unique_ptr<PreparedKernel> fast = make_packed_matmul(node, inputs)) return fast;
+    if (std::unique_ptr<PreparedKernel> fast = make_direct_conv(node, opset, inputs)) return fast;
     if (std::unique_ptr<PreparedKernel> fast = make_onednn_kernel(node, opset, inputs, pool_->size())) {
       pool_->use_openmp();  // oneDNN runs on OpenMP's threads: the pool's loops join them
       return fast;

@@ -96,8 +96,8 @@ std::optional<PatchPlan> plan_patches(const Node& node, const std::vector<const 
   return p;
 }
 
-std::vector<float> pack(const Plan& p, const Tensor& weights) {
-  std::vector<float> panels(p.packed_floats(), 0.f);
+AlignedFloats pack(const Plan& p, const Tensor& weights) {
+  AlignedFloats panels(p.packed_floats(), 0.f);
   const float* w = weights.data<float>();
   for (int64_t j = 0; j < p.n; j++)
     for (int64_t t = 0; t < p.k; t++)
@@ -131,7 +131,7 @@ class PackedMatMul : public PreparedKernel {
 
  private:
   Plan plan_;
-  std::vector<float> panels_;
+  AlignedFloats panels_;
 };
 
 class PatchConv : public PreparedKernel {
@@ -147,7 +147,7 @@ class PatchConv : public PreparedKernel {
     const int64_t oh = h / kh, ow = w / kw, patches = oh * ow, k = plan_.product.k, n = plan_.product.n;
     VLRT_CHECK(k == c * kh * kw && y.numel() == batch * n * patches, "patch convolution prepared for ", k,
                " values per patch got X ", shape_str(x.shape()));
-    thread_local std::vector<float> t_rows, t_products;
+    thread_local AlignedFloats t_rows, t_products;
     float *rows = grown(t_rows, size_t(patches * k)), *products = grown(t_products, size_t(patches * n));
     const float* bias = plan_.product.bias ? in[2]->data<float>() : nullptr;
     for (int64_t img = 0; img < batch; img++) {
@@ -176,7 +176,7 @@ class PatchConv : public PreparedKernel {
 
  private:
   PatchPlan plan_;
-  std::vector<float> panels_;
+  AlignedFloats panels_;
 };
 
 }  // namespace

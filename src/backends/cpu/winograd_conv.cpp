@@ -71,10 +71,7 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
   if (b && !(is_f32(b) && shape_numel(b->shape) == out_channels)) return std::nullopt;
   if (z && !(is_f32(z) && z->shape == Shape{g.batch, g.out_blocks, g.h, g.w, 8})) return std::nullopt;
   p.act = fused_conv_activation(node);
-  using A = FusedActivation;
-  if (p.act.kind != A::none && p.act.kind != A::relu && p.act.kind != A::clip && p.act.kind != A::leaky_relu &&
-      p.act.kind != A::sigmoid && p.act.kind != A::silu)
-    return std::nullopt;
+  if (!avx2_epilogue_takes(p.act)) return std::nullopt;
   p.bias = b != nullptr;
   p.sum = z != nullptr;
   return p;
@@ -82,7 +79,7 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
 
 // U = G g G^T for every filter, in double, laid out as winograd_kernels.h says; zeros for the
 // padding channels.
-std::vector<float> transform_filters(const Plan& p, const Tensor& weights) {
+AlignedFloats transform_filters(const Plan& p, const Tensor& weights) {
   static const double G[6][3] = {{1.0 / 4, 0, 0},
                                  {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                                  {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -90,7 +87,7 @@ std::vector<float> transform_filters(const Plan& p, const Tensor& weights) {
                                  {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                  {0, 0, 1}};
   const Geometry& g = p.g;
-  std::vector<float> u(p.filter_floats(), 0.f);
+  AlignedFloats u(p.filter_floats(), 0.f);
   const float* w = weights.data<float>();
   int64_t width = g.in_width(), panels = g.out_panels();
   for (int64_t oc = 0; oc < g.out_channels; oc++)
@@ -119,7 +116,7 @@ class WinogradConv : public PreparedKernel {
     const Geometry& g = plan_.g;
     VLRT_CHECK(in[0]->shape() == Shape({g.batch, g.in_blocks, g.h, g.w, 8}), "Winograd convolution prepared for X of ",
                g.batch, "x", g.in_blocks, "x", g.h, "x", g.w, "x8 got ", shape_str(in[0]->shape()));
-    thread_local std::vector<float> t_v, t_m;
+    thread_local AlignedFloats t_v, t_m;
     size_t tiles = size_t(g.tiles());
     float* v = grown(t_v, size_t(kPoints) * tiles * size_t(g.in_width()));
     float* m = grown(t_m, size_t(kPoints) * tiles * size_t(g.out_width()));
@@ -136,7 +133,7 @@ class WinogradConv : public PreparedKernel {
 
  private:
   Plan plan_;
-  std::vector<float> filters_;
+  AlignedFloats filters_;
 };
 
 }  // namespace

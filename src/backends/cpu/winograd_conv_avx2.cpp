@@ -2,7 +2,7 @@
 #include "backends/cpu/winograd_kernels.h"
 
 #include "backends/cpu/gemm_tile_avx2.h"
-#include "backends/cpu/vector_math.h"
+#include "backends/cpu/epilogue_avx2.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -34,25 +34,6 @@ inline void output_points(const __m256 m[6], __m256 o[4]) {
   o[1] = _mm256_fmadd_ps(two, d34, d12);
   o[2] = _mm256_fmadd_ps(four, s34, s12);
   o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), m[5]);
-}
-
-__m256 activate(const FusedActivation& a, __m256 x) {
-  switch (a.kind) {
-    case FusedActivation::relu: return _mm256_max_ps(x, _mm256_setzero_ps());
-    case FusedActivation::clip: return _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(a.alpha)), _mm256_set1_ps(a.beta));
-    case FusedActivation::leaky_relu:
-      return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), x,
-                              _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
-    case FusedActivation::sigmoid:
-    case FusedActivation::silu: {  // the fused epilogue's sigmoid (vector_math.h), one half at a time
-      f32x4 lo = (f32x4)_mm256_castps256_ps128(x), hi = (f32x4)_mm256_extractf128_ps(x, 1);
-      lo = sigmoid_f32x4(lo);
-      hi = sigmoid_f32x4(hi);
-      __m256 s = _mm256_insertf128_ps(_mm256_castps128_ps256((__m128)lo), (__m128)hi, 1);
-      return a.kind == FusedActivation::silu ? _mm256_mul_ps(x, s) : s;
-    }
-    default: return x;
-  }
 }
 
 }  // namespace
@@ -101,10 +82,7 @@ void products(const Geometry& g, const float* v, const float* u, float* m, int64
 void output_transform(const Geometry& g, const float* m, const Epilogue& e, float* y, int64_t begin, int64_t end) {
   const int64_t tiles = g.tiles(), per_image = g.tiles_h * g.tiles_w, ldm = g.out_width();
   const int64_t real_in_last = g.out_channels - (g.out_blocks - 1) * 8;
-  alignas(32) static const int lanes[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  const __m256 last_block_mask =
-      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(real_in_last)), _mm256_load_si256(
-                                                                                        reinterpret_cast<const __m256i*>(lanes))));
+  const __m256 last_block_mask = avx2_block_mask(real_in_last);
   for (int64_t t = begin; t < end; t++) {
     int64_t n = t / per_image, ty = t % per_image / g.tiles_w, tx = t % g.tiles_w;
     int64_t rows = std::min<int64_t>(4, g.h - ty * 4), cols = std::min<int64_t>(4, g.w - tx * 4);
@@ -125,7 +103,7 @@ void output_transform(const Geometry& g, const float* m, const Epilogue& e, floa
           int64_t at = plane + ((ty * 4 + a) * g.w + tx * 4 + b) * 8;
           __m256 val = _mm256_add_ps(o[b], bias);
           if (e.z) val = _mm256_add_ps(val, _mm256_loadu_ps(e.z + at));
-          val = activate(e.act, val);
+          val = avx2_activate(e.act, val);
           if (last) val = _mm256_and_ps(val, last_block_mask);
           _mm256_storeu_ps(y + at, val);
         }

@@ -1,0 +1,93 @@
+// The direct convolution for the two-dimensional float32 convolutions with one group that the
+// Winograd kernel does not take, and the depthwise convolution (one group per channel) (vlrt.BlockedConv with X, Z and Y each in blocks of 8 channels or
+// plain, FusedConv, Conv; any kernel size, stride, padding and dilation): vlrt's own AVX2 kernel,
+// so that a model's convolutions run on the session's pool without oneDNN's OpenMP threads.
+//
+// The filters are packed once, at prepare, into panels of 16 output channels (two blocks)
+// holding, for every input block, filter row and column, the 8 input channels' 16 weights:
+// [panel][in block][kh][kw][8][16]. A run computes 6 output pixels (taken in row order, across
+// rows) by 16 output channels in the 6x16 register tile, the depth being in blocks x kh x kw x 8,
+// and adds the bias and the residual and applies the activation on the way out. A padded or plain
+// X is first copied into a zero-bordered blocked scratch, so that the tile never tests a bound;
+// a plain Z is copied into blocks and a plain Y written from blocks the same way. With fewer than
+// 8 input channels (an image's 3) a depth step takes only those, not 8 with zeros.
+//
+// The depthwise kernel reads the same blocked source: each block of 8 channels is its own
+// convolution, 8 output pixels of a row at a time, one vector multiply-add per pixel and tap.
+//
+// It sums in the same order as the reference convolution up to the channel blocking, so it
+// differs from it by rounding only; tests/backends/test_cpu_direct_conv.cpp checks it. Not under
+// VLRT_REFERENCE_KERNELS nor with VLRT_DIRECT_CONV=0, where oneDNN takes the node.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cpu/prepared_kernel.h"
+#include "ops/contrib_semantics.h"
+
+namespace vlrt {
+
+// What the direct kernel of this node would hold (bytes 0: it does not take the node).
+PrepareInfo direct_conv_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
+// That kernel, its filters packed; nullptr where it does not take the node.
+std::unique_ptr<PreparedKernel> make_direct_conv(const Node& node, int64_t opset,
+                                                 const std::vector<const ValueInfo*>& inputs);
+
+namespace direct {
+
+inline constexpr int64_t kChunkPixels = 96;  // output pixels (in row order) a job computes
+
+// An activation [batch][channels][h][w] and the blocked copy the kernel reads of it:
+// [batch][blocks][hp][wp][8], X at rows top.. and columns left.., zeros around it.
+struct Frame {
+  int64_t batch = 0, channels = 0, h = 0, w = 0;
+  int64_t top = 0, left = 0, hp = 0, wp = 0;
+  bool plain = false;  // given as plain NCHW rather than in blocks of 8
+
+  int64_t blocks() const { return (channels + 7) / 8; }
+  bool copied() const { return plain || top || left || hp != h || wp != w; }
+  int64_t copy_rows() const { return batch * blocks() * hp; }
+  size_t copy_floats() const { return size_t(copy_rows() * wp * 8); }
+};
+
+struct Geometry {
+  Frame x;                       // the source, with the convolution's padding
+  int64_t out_channels = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t lanes = 8;             // input channels per depth step: 8, or fewer when X has fewer
+  bool plain_sum = false, plain_output = false;  // Z, Y as plain NCHW
+
+  int64_t out_blocks() const { return (out_channels + 7) / 8; }
+  Frame output() const { return {x.batch, out_channels, oh, ow, 0, 0, oh, ow, true}; }  // Y or Z when plain
+  int64_t panels() const { return (out_blocks() + 1) / 2; }
+  int64_t groups() const { return x.blocks() * kh * kw; }  // depth steps of `lanes` channels
+  int64_t chunks() const { return (oh * ow + kChunkPixels - 1) / kChunkPixels; }  // per image
+  int64_t jobs() const { return panels() * x.batch * chunks(); }
+};
+
+struct Epilogue {
+  const float* bias = nullptr;  // panels * 16 values (zeros past out_channels)
+  const float* z = nullptr;     // the residual, Y's layout, or null
+  FusedActivation act;
+};
+
+// The frame's blocked copy of x (plain or blocked as f says), rows [begin, end) of f.copy_rows().
+void copy_to_blocks(const Frame& f, const float* x, float* blocked, int64_t begin, int64_t end);
+// A blocked [batch][blocks][h][w][8] tensor as plain NCHW, jobs [begin, end) of batch * blocks.
+void copy_to_plain(const Frame& f, const float* blocked, float* plain, int64_t begin, int64_t end);
+// Y [batch][out_blocks][oh][ow][8] for jobs [begin, end) of g.jobs() (panel, image, chunk) from
+// the blocked source; `offsets` holds, for each of g.groups() steps, where its channels lie from
+// the top-left tap of an output pixel; z (in e) blocked like Y.
+void rows(const Geometry& g, const float* source, const float* filters, const int64_t* offsets, const Epilogue& e,
+          float* y, int64_t begin, int64_t end);
+
+// The depthwise convolution (one filter per channel, filters [block][kh][kw][8]): Y for jobs
+// [begin, end) of batch * blocks * oh (image, block, output row). In depthwise_conv_avx2.cpp.
+void depthwise_rows(const Geometry& g, const float* source, const float* filters, const Epilogue& e, float* y,
+                    int64_t begin, int64_t end);
+
+}  // namespace direct
+
+}  // namespace vlrt

@@ -1,0 +1,55 @@
+// The fused activations on one __m256 for vlrt's own AVX2 convolution kernels (the Winograd and
+// the direct convolution; prepare_util.h says which they take). Include only from files built
+// for AVX2.
+#pragma once
+
+#include <immintrin.h>
+
+#include "backends/cpu/vector_math.h"
+#include "ops/contrib_semantics.h"
+
+namespace vlrt {
+
+inline __m256 avx2_activate(const FusedActivation& a, __m256 x) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+  switch (a.kind) {
+    case FusedActivation::relu: return _mm256_max_ps(x, zero);
+    case FusedActivation::clip: return _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(a.alpha)), _mm256_set1_ps(a.beta));
+    case FusedActivation::leaky_relu:
+      return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+    case FusedActivation::hard_sigmoid:
+      return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(a.alpha), _mm256_set1_ps(a.beta)), zero), one);
+    case FusedActivation::hard_swish: {
+      __m256 gate = _mm256_fmadd_ps(x, _mm256_set1_ps(1.f / 6), _mm256_set1_ps(0.5f));
+      return _mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(gate, zero), one));
+    }
+    case FusedActivation::sigmoid:
+    case FusedActivation::silu: {  // the fused epilogue's sigmoid (vector_math.h), one half at a time
+      f32x4 lo = (f32x4)_mm256_castps256_ps128(x), hi = (f32x4)_mm256_extractf128_ps(x, 1);
+      lo = sigmoid_f32x4(lo);
+      hi = sigmoid_f32x4(hi);
+      __m256 s = _mm256_insertf128_ps(_mm256_castps128_ps256((__m128)lo), (__m128)hi, 1);
+      return a.kind == FusedActivation::silu ? _mm256_mul_ps(x, s) : s;
+    }
+    default: return x;
+  }
+}
+
+// The lanes of the last channel block that hold real channels (`real` of 8), as a mask that
+// zeroes the padding channels.
+inline __m256 avx2_block_mask(int64_t real) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(real)), lanes));
+}
+
+// One vector of output: act(v + bias + z at `z`, when given), its padding channels zeroed when
+// `masked`.
+inline __m256 avx2_epilogue(__m256 v, __m256 bias, const float* z, const FusedActivation& act, bool masked,
+                            __m256 mask) {
+  v = _mm256_add_ps(v, bias);
+  if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z));
+  v = avx2_activate(act, v);
+  return masked ? _mm256_and_ps(v, mask) : v;
+}
+
+}  // namespace vlrt

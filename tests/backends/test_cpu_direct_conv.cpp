@@ -1,0 +1,184 @@
+// The direct convolution (backends/cpu/direct_conv.h) against the reference kernels: kernel
+// sizes, strides, dilations and paddings (asymmetric too), a plain X, channel counts off the
+// block and the panel, batch > 1, rows longer than a job's chunk, every epilogue it takes; and
+// which convolutions it takes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/direct_conv.h"
+#include "backends/cpu/isa.h"
+#include "op_test_util.h"
+
+namespace vlrt::test {
+namespace {
+
+struct Case {
+  int64_t n, ic, oc, h, w, kh, kw, stride, dilation;
+  std::vector<int64_t> pads;
+  int64_t src_block;      // 8, or 0 for a plain X
+  int64_t out_block = 8;  // of Y: 8, or 0 for plain
+  int64_t sum_block = 8;  // of Z
+  bool depthwise = false;  // group = ic = oc, one filter per channel
+};
+
+std::map<std::string, Attribute> conv_attrs(const Case& c, const std::string& act, std::vector<float> params) {
+  std::map<std::string, Attribute> a{{"pads", attr_ints(c.pads)},
+                                     {"strides", attr_ints({c.stride, c.stride})},
+                                     {"dilations", attr_ints({c.dilation, c.dilation})},
+                                     {"src_block", attr_i(c.src_block)},
+                                     {"sum_block", attr_i(c.sum_block)},
+                                     {"dst_block", attr_i(c.out_block)}};
+  if (c.depthwise) a["group"] = attr_i(c.ic);
+  if (!act.empty()) a["activation"] = attr_s(act);
+  if (!params.empty()) a["activation_params"] = attr_floats(std::move(params));
+  return a;
+}
+
+// The direct kernel; Y starts as garbage so that every element must be written.
+Tensor run_direct(const Node& n, const std::vector<Tensor>& inputs, Shape y_shape) {
+  ValueInfos infos(inputs);
+  std::unique_ptr<PreparedKernel> k = make_direct_conv(n, 17, infos.ptrs);
+  if (!k) {
+    ADD_FAILURE() << "the direct convolution did not take the node";
+    return {};
+  }
+  Tensor y(DType::f32, std::move(y_shape));
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = NAN;
+  std::vector<const Tensor*> in;
+  for (auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
+  in[1] = nullptr;  // held by the kernel
+  k->run(in, {&y}, test_pool());
+  return y;
+}
+
+int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_sum) {
+  return (in + pad_sum - dilation * (k - 1) - 1) / stride + 1;
+}
+
+// Each case with every epilogue, in three forms: bias; bias and Z; Z alone.
+void expect_matches_reference(const std::vector<Case>& cases) {
+  struct Act {
+    std::string name;
+    std::vector<float> params;
+  };
+  std::vector<Act> acts = {{"", {}},           {"Relu", {}},      {"LeakyRelu", {0.1f}},
+                           {"Clip", {-0.5f, 0.5f}}, {"Sigmoid", {}}, {"SiLU", {}},
+                           {"HardSwish", {}},   {"HardSigmoid", {0.2f, 0.5f}}};
+  for (size_t i = 0; i < cases.size(); i++) {
+    const Case& c = cases[i];
+    int64_t oh = out_size(c.h, c.kh, c.stride, c.dilation, c.pads[0] + c.pads[2]);
+    int64_t ow = out_size(c.w, c.kw, c.stride, c.dilation, c.pads[1] + c.pads[3]);
+    Tensor plain_x = random_uniform({c.n, c.ic, c.h, c.w}, uint32_t(i));
+    Tensor x = c.src_block ? channel_blocks(plain_x, 8) : plain_x;
+    Tensor w = random_uniform({c.oc, c.depthwise ? 1 : c.ic, c.kh, c.kw}, uint32_t(i) + 50);
+    Tensor b = random_uniform({c.oc}, uint32_t(i) + 90);
+    Tensor plain_z = random_uniform({c.n, c.oc, oh, ow}, uint32_t(i) + 7);
+    Tensor z = c.sum_block ? channel_blocks(plain_z, 8) : plain_z;
+    Shape y_shape = c.out_block ? Shape{c.n, (c.oc + 7) / 8, oh, ow, 8} : Shape{c.n, c.oc, oh, ow};
+    for (const Act& act : acts)
+      for (int form = 0; form < 3; form++) {  // bias; bias and Z; Z alone
+        SCOPED_TRACE(cat("case ", i, " activation '", act.name, "' form ", form));
+        std::vector<Tensor> in = {x, w, form == 2 ? Tensor() : b};
+        if (form > 0) in.push_back(z);
+        Node n = blocked_conv(in, conv_attrs(c, act.name, act.params));
+        expect_close(run_direct(n, in, y_shape), run_on_cpu(n, in, true), 1e-4, 1e-4);
+      }
+  }
+}
+
+TEST(CpuDirectConv, MatchesTheReferenceOnAwkwardShapes) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
+  std::vector<Case> cases = {
+      {1, 16, 32, 5, 4, 1, 1, 1, 1, {0, 0, 0, 0}, 8},     // 1x1: the image as one row
+      {2, 20, 24, 11, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 8},   // one row of 121 pixels: two chunks
+      {1, 24, 20, 9, 7, 1, 1, 2, 1, {0, 0, 0, 0}, 8},     // 1x1 stride 2; 3 output blocks
+      {3, 17, 33, 9, 8, 3, 3, 2, 1, {1, 1, 1, 1}, 8},     // 3x3 stride 2, batch 3
+      {1, 3, 16, 15, 13, 7, 7, 2, 1, {3, 3, 3, 3}, 0},    // a stem: 7x7 stride 2 from plain X
+      {1, 8, 7, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 8},       // 7x7 image (rows of 4 + 3), 7 channels
+      {2, 9, 16, 10, 9, 3, 3, 1, 2, {2, 2, 2, 2}, 8},     // dilation 2
+      {1, 5, 12, 6, 11, 5, 3, 1, 1, {2, 0, 1, 2}, 0},     // 5x3, asymmetric padding, plain X
+      {1, 8, 8, 4, 130, 1, 3, 1, 1, {0, 1, 0, 1}, 8},     // rows of 130: two chunks
+      {1, 16, 16, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 8},     // one pixel, all taps but one in the padding
+      {1, 3, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 8},      // 3 channels in blocks: depth steps of 3
+      {2, 19, 21, 10, 9, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 0}, // plain Y and Z
+      {1, 16, 24, 6, 6, 1, 1, 1, 1, {0, 0, 0, 0}, 8, 0, 8},  // plain Y, blocked Z: the last of a region
+      {1, 3, 13, 17, 12, 7, 7, 2, 1, {3, 3, 3, 3}, 0, 0, 0}, // all plain: a stem before a pooling
+      {1, 12, 8, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 0},   // blocked Y, plain Z
+      {1, 300, 20, 4, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 8},       // a depth of 38 steps: two depth blocks
+      {1, 40, 24, 6, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 8},  // 45 steps, plain Y
+  };
+  expect_matches_reference(cases);
+}
+
+TEST(CpuDirectConv, TakesOnlyTheConvolutionsItComputes) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
+  Case c{1, 32, 40, 7, 7, 1, 1, 1, 1, {0, 0, 0, 0}, 8};
+  Tensor x = channel_blocks(random_uniform({1, 32, 7, 7}, 1), 8), w = random_uniform({40, 32, 1, 1}, 2),
+         b = random_uniform({40}, 3);
+  auto taken_bytes = [&](const std::vector<Tensor>& in, std::map<std::string, Attribute> attrs) {
+    ValueInfos infos(in);
+    return direct_conv_prepare_info(blocked_conv(in, std::move(attrs)), 17, infos.ptrs).bytes;
+  };
+  // Output channels in panels of 16, input channels in blocks of 8.
+  EXPECT_EQ(taken_bytes({x, w, b}, conv_attrs(c, "Relu", {})), size_t(48 * 32 * 4));
+  {
+    CpuBackend cpu(0, test_pool());
+    cpu.set_reference_kernels(false);
+    ValueInfos infos({x, w, b});
+    PrepareInfo info = cpu.prepare_info(blocked_conv({x, w, b}, conv_attrs(c, "", {})), 17, infos.ptrs);
+    EXPECT_EQ(info.kernel, "direct conv") << "the CPU backend prefers it to oneDNN's convolution";
+    EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{1});
+  }
+  auto with = [&](const std::string& k, Attribute v) {
+    auto a = conv_attrs(c, "", {});
+    a[k] = std::move(v);
+    return a;
+  };
+  EXPECT_EQ(taken_bytes({x, w, b}, conv_attrs(c, "Tanh", {})), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, with("dst_block", attr_i(16))), 0u);
+  EXPECT_EQ(taken_bytes({x, w, b}, with("sum_block", attr_i(0))), size_t(48 * 32 * 4)) << "without Z";
+  EXPECT_EQ(taken_bytes({x, w, b}, with("src_block", attr_i(16))), 0u);
+  Tensor grouped = random_uniform({40, 16, 1, 1}, 4);
+  EXPECT_EQ(taken_bytes({x, grouped, b}, with("group", attr_i(2))), 0u);
+  Tensor depthwise = random_uniform({32, 1, 3, 3}, 5);
+  ValueInfos dw_infos({x, depthwise});
+  PrepareInfo dw = direct_conv_prepare_info(blocked_conv({x, depthwise}, with("group", attr_i(32))), 17, dw_infos.ptrs);
+  EXPECT_EQ(dw.kernel, "depthwise conv");
+  EXPECT_EQ(dw.bytes, size_t(4 * 9 * 8 * 4));
+  Tensor multiplier = random_uniform({64, 1, 3, 3}, 6);  // two filters per channel
+  EXPECT_EQ(taken_bytes({x, multiplier, Tensor()}, with("group", attr_i(32))), 0u);
+  Tensor empty = channel_blocks(random_uniform({0, 32, 7, 7}, 6), 8);
+  EXPECT_EQ(taken_bytes({empty, w, b}, conv_attrs(c, "", {})), 0u);
+}
+
+TEST(CpuDirectConv, DepthwiseMatchesTheReference) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the depthwise convolution needs AVX2";
+  std::vector<Case> cases = {
+      {1, 16, 16, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true},   // mobilenet's 3x3
+      {2, 20, 20, 11, 13, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 8, 8, true},  // stride 2, a half block, batch 2
+      {1, 24, 24, 9, 9, 5, 5, 2, 1, {2, 2, 2, 2}, 8, 8, 8, true},    // 5x5 stride 2
+      {1, 12, 12, 14, 14, 7, 7, 1, 1, {3, 3, 3, 3}, 0, 0, 0, true},  // convnext's 7x7, plain
+      {1, 8, 8, 6, 7, 3, 3, 1, 2, {2, 1, 2, 3}, 0, 8, 0, true},      // dilation 2, asymmetric pads
+      {1, 5, 5, 1, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 0, 8, true},      // rows shorter than 8 pixels
+  };
+  expect_matches_reference(cases);
+}
+
+// Conv and FusedConv (plain NCHW throughout, outside a conv region) take the same kernel.
+TEST(CpuDirectConv, RunsPlainConvAndFusedConv) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
+  Tensor x = random_uniform({2, 5, 11, 10}, 1), w = random_uniform({12, 5, 3, 3}, 2), b = random_uniform({12}, 3),
+         z = random_uniform({2, 12, 6, 5}, 4);
+  std::map<std::string, Attribute> attrs{{"pads", attr_ints({1, 1, 1, 1})}, {"strides", attr_ints({2, 2})}};
+  Node conv = make_node("Conv", 3, 1, attrs);
+  expect_close(run_direct(conv, {x, w, b}, {2, 12, 6, 5}), run_on_cpu(conv, {x, w, b}, true), 1e-4, 1e-4);
+  attrs["activation"] = attr_s("HardSwish");
+  Node fused = make_node("FusedConv", 4, 1, attrs);
+  fused.domain = "com.microsoft";
+  expect_close(run_direct(fused, {x, w, b, z}, {2, 12, 6, 5}), run_on_cpu(fused, {x, w, b, z}, true), 1e-4, 1e-4);
+}
+
+}  // namespace
+}  // namespace vlrt::test
