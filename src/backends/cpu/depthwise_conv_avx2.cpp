@@ -8,54 +8,158 @@
 #include <algorithm>
 
 #include "backends/cpu/epilogue_avx2.h"
+#include "backends/cpu/prepare_util.h"
 
 namespace vlrt::direct {
 
 namespace {
 
-// Pixels output pixels of one row from `first` on, for one block: `row` is the source row of the
-// top taps, `w` the block's kh x kw filter vectors.
-template <int Pixels>
-void depthwise_tile(const Geometry& g, const float* row, const float* w, int64_t first, __m256 acc[8]) {
+// The source as the kernel reads it: `rows` x `cols` pixels of 8 channels per block, the output
+// pixel (oy, ox)'s top-left tap at (oy * sh - top, ox * sw - left). The padded copy has top =
+// left = 0 and every tap inside; X itself has the convolution's padding, whose taps are skipped.
+struct Source {
+  int64_t rows, cols, top, left;
+};
+
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// One filter row's taps, for a tile.
+struct Taps {
+  const float* const* rows;  // per filter row that reaches the source: where the first pixel's window starts
+  int64_t nrows;
+  const float* f;            // those filter rows' kw vectors each
+};
+
+// The sums of Pixels output pixels of one row for one block, stored to out (the epilogue
+// follows per row). The windows are `sw` pixels apart; KW > 0: stride 1, dilation 1 and KW
+// filter columns, where each source pixel is loaded once and multiplied into every output pixel
+// whose window holds it (the filter row in registers), rather than once per tap.
+template <int Pixels, int KW>
+void tile(const Geometry& g, const Taps& t, float* out) {
+  __m256 acc[Pixels];
+#pragma GCC unroll 8
   for (int p = 0; p < Pixels; p++) acc[p] = _mm256_setzero_ps();
-  const int64_t step = g.sw * 8, row_step = g.dh * g.x.wp * 8, tap_step = g.dw * 8;
-  const float* origin = row + first * step;
-  for (int64_t i = 0; i < g.kh; i++, origin += row_step)
-    for (int64_t j = 0; j < g.kw; j++) {
-      __m256 f = _mm256_loadu_ps(w + (i * g.kw + j) * 8);
-      const float* a = origin + j * tap_step;
-      for (int p = 0; p < Pixels; p++) acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(a + p * step), f, acc[p]);
+  const float* f = t.f;
+  if constexpr (KW > 0) {
+    for (int64_t r = 0; r < t.nrows; r++, f += KW * 8) {
+      __m256 filter[KW];
+#pragma GCC unroll 8
+      for (int j = 0; j < KW; j++) filter[j] = _mm256_loadu_ps(f + j * 8);
+      const float* row = t.rows[r];
+#pragma GCC unroll 16
+      for (int q = 0; q < Pixels + KW - 1; q++) {
+        __m256 v = _mm256_loadu_ps(row + q * 8);
+#pragma GCC unroll 8
+        for (int j = 0; j < KW; j++)
+          if (q - j >= 0 && q - j < Pixels) acc[q - j] = _mm256_fmadd_ps(v, filter[j], acc[q - j]);
+      }
     }
+  } else {
+    const int64_t step = g.sw * 8, tap = g.dw * 8;
+    for (int64_t r = 0; r < t.nrows; r++, f += g.kw * 8)
+      for (int64_t j = 0; j < g.kw; j++) {
+        __m256 filter = _mm256_loadu_ps(f + j * 8);
+        const float* a = t.rows[r] + j * tap;
+#pragma GCC unroll 8
+        for (int p = 0; p < Pixels; p++) acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(a + p * step), filter, acc[p]);
+      }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < Pixels; p++) _mm256_storeu_ps(out + p * 8, acc[p]);
+}
+
+template <int KW>
+void tile(int pixels, const Geometry& g, const Taps& t, float* out) {
+  switch (pixels) {
+    case 8: return tile<8, KW>(g, t, out);
+    case 7: return tile<7, KW>(g, t, out);
+    case 6: return tile<6, KW>(g, t, out);
+    case 5: return tile<5, KW>(g, t, out);
+    case 4: return tile<4, KW>(g, t, out);
+    case 3: return tile<3, KW>(g, t, out);
+    case 2: return tile<2, KW>(g, t, out);
+    default: return tile<1, KW>(g, t, out);
+  }
+}
+
+// The jobs [begin, end) with KW as tile() takes it.
+template <int KW>
+void depthwise_jobs(const Geometry& g, const float* source, const float* filters, const Epilogue& e, float* y,
+                    int64_t begin, int64_t end) {
+  const Source s = g.skips_padding ? Source{g.x.h, g.x.w, g.x.top, g.x.left} : Source{g.x.hp, g.x.wp, 0, 0};
+  const int64_t blocks = g.out_blocks(), taps = g.kh * g.kw, rows_per_job = g.depthwise_rows_per_job(),
+                row_groups = (g.oh + rows_per_job - 1) / rows_per_job;
+  const int64_t real_in_last = g.out_channels - (blocks - 1) * 8;
+  const __m256 last_mask = avx2_block_mask(real_in_last);
+  // The output columns whose windows lie inside the source: [lo, hi), in tiles of up to 8 (6 for
+  // 7 filter columns in registers) split evenly (12 as 6 + 6, not 8 + 4); the others (crossing an
+  // edge) one by one, each from a zero-bordered copy of its window.
+  constexpr int64_t kMaxPixels = KW == 7 ? 6 : 8;
+  const int64_t lo = std::min(g.ow, ceil_div(s.left, g.sw)),
+                hi = std::max(lo, std::min(g.ow, floor_div(s.cols - 1 - (g.kw - 1) * g.dw + s.left, g.sw) + 1));
+  const int64_t tiles = (hi - lo + kMaxPixels - 1) / kMaxPixels, base = tiles ? (hi - lo) / tiles : 0, longer = tiles ? (hi - lo) % tiles : 0;
+  const int64_t window = (g.kw - 1) * g.dw + 1;
+  thread_local AlignedFloats t_window;
+  float* local = grown(t_window, size_t(g.kh * window * 8));
+  for (int64_t job = begin; job < end; job++) {
+    int64_t image_block = job / row_groups, oy0 = job % row_groups * rows_per_job,
+            oy1 = std::min(g.oh, oy0 + rows_per_job), cb = image_block % blocks;
+    const float* plane = source + image_block * s.rows * s.cols * 8;
+    const float* w = filters + cb * taps * 8;
+    for (int64_t oy = oy0; oy < oy1; oy++) {
+      // The filter rows that reach the source, and their source rows (at column 0).
+      int64_t sy = oy * g.sh - s.top;
+      int64_t ky0 = std::min(g.kh, std::max<int64_t>(0, ceil_div(-sy, g.dh))),
+              ky1 = std::max(ky0, std::min(g.kh, floor_div(s.rows - 1 - sy, g.dh) + 1));
+      const float *rows[kMaxDepthwiseRows], *at[kMaxDepthwiseRows];
+      for (int64_t r = ky0; r < ky1; r++) rows[r - ky0] = plane + (sy + r * g.dh) * s.cols * 8;
+      Taps t{at, ky1 - ky0, w + ky0 * g.kw * 8};
+      float* out = y + (image_block * g.oh + oy) * g.ow * 8;
+      auto edge = [&](int64_t x) {  // window columns outside the source as zeros
+        int64_t sx0 = x * g.sw - s.left;
+        for (int64_t r = 0; r < t.nrows; r++) {
+          float* row = local + r * window * 8;
+          for (int64_t c = 0; c < window; c++) {
+            int64_t sx = sx0 + c;
+            bool inside = c % g.dw == 0 && sx >= 0 && sx < s.cols;
+            _mm256_storeu_ps(row + c * 8, inside ? _mm256_loadu_ps(rows[r] + sx * 8) : _mm256_setzero_ps());
+          }
+          at[r] = row;
+        }
+        tile<1, 0>(g, t, out + x * 8);
+      };
+      for (int64_t x = 0; x < lo; x++) edge(x);
+      for (int64_t k = 0, x = lo; k < tiles; k++) {
+        int pixels = int(base + (k < longer ? 1 : 0));
+        for (int64_t r = 0; r < t.nrows; r++) at[r] = rows[r] + (x * g.sw - s.left) * 8;
+        tile<KW>(pixels, g, t, out + x * 8);
+        x += pixels;
+      }
+      for (int64_t x = hi; x < g.ow; x++) edge(x);
+    }
+    // The epilogue over the job's rows, while they are in cache.
+    float* out = y + (image_block * g.oh + oy0) * g.ow * 8;
+    const float* z = e.z ? e.z + (out - y) : nullptr;
+    __m256 bias = _mm256_loadu_ps(e.bias + cb * 8);
+    bool masked = cb == blocks - 1 && real_in_last < 8;
+    int64_t pixels = (oy1 - oy0) * g.ow;
+    avx2_with_activation(e.act, [&](auto act) {
+      for (int64_t p = 0; p < pixels; p++)
+        _mm256_storeu_ps(out + p * 8, avx2_epilogue(_mm256_loadu_ps(out + p * 8), bias, z ? z + p * 8 : nullptr, act,
+                                                    masked, last_mask));
+    });
+  }
 }
 
 }  // namespace
 
 void depthwise_rows(const Geometry& g, const float* source, const float* filters, const Epilogue& e, float* y,
                     int64_t begin, int64_t end) {
-  const int64_t blocks = g.out_blocks(), taps = g.kh * g.kw, wp = g.x.wp;
-  const int64_t real_in_last = g.out_channels - (blocks - 1) * 8;
-  const __m256 last_mask = avx2_block_mask(real_in_last);
-  for (int64_t job = begin; job < end; job++) {
-    int64_t n = job / (blocks * g.oh), cb = job / g.oh % blocks, oy = job % g.oh;
-    const float* row = source + (((n * blocks + cb) * g.x.hp) + oy * g.sh) * wp * 8;
-    const float* w = filters + cb * taps * 8;
-    int64_t at = ((n * blocks + cb) * g.oh + oy) * g.ow * 8;
-    float* out = y + at;
-    const float* z = e.z ? e.z + at : nullptr;
-    __m256 bias = _mm256_loadu_ps(e.bias + cb * 8);
-    bool masked = cb == blocks - 1 && real_in_last < 8;
-    __m256 acc[8];
-    for (int64_t x = 0; x < g.ow; x += 8) {
-      int pixels = int(std::min<int64_t>(8, g.ow - x));
-      if (pixels == 8)
-        depthwise_tile<8>(g, row, w, x, acc);
-      else
-        for (int p = 0; p < pixels; p++) depthwise_tile<1>(g, row, w, x + p, acc + p);
-      for (int p = 0; p < pixels; p++)
-        _mm256_storeu_ps(out + (x + p) * 8,
-                         avx2_epilogue(acc[p], bias, z ? z + (x + p) * 8 : nullptr, e.act, masked, last_mask));
-    }
-  }
+  if (g.sw == 1 && g.dw == 1 && g.kw == 3) return depthwise_jobs<3>(g, source, filters, e, y, begin, end);
+  if (g.sw == 1 && g.dw == 1 && g.kw == 5) return depthwise_jobs<5>(g, source, filters, e, y, begin, end);
+  if (g.sw == 1 && g.dw == 1 && g.kw == 7) return depthwise_jobs<7>(g, source, filters, e, y, begin, end);
+  depthwise_jobs<0>(g, source, filters, e, y, begin, end);
 }
 
 }  // namespace vlrt::direct

@@ -54,6 +54,7 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   // One group, or one per channel with one filter each.
   bool depthwise = group > 1 && w->shape[1] == 1 && out_channels == group;
   if (group != 1 && !depthwise) return std::nullopt;
+  if (depthwise && w->shape[2] > direct::kMaxDepthwiseRows) return std::nullopt;
   static const bool depthwise_on = enabled_by_env("VLRT_DEPTHWISE_CONV");
   if (depthwise && !depthwise_on) return std::nullopt;
   Shape xs = blocks.src ? channel_logical_shape(x->shape, 8, in_channels) : x->shape;
@@ -77,6 +78,10 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   g.lanes = std::min<int64_t>(8, in_channels);
   g.plain_sum = z && blocks.sum == 0;
   g.plain_output = blocks.dst == 0;
+  // The depthwise kernel skips the padding itself where at most a sixteenth of a row's pixels
+  // have windows across its edges (they go one by one): cheaper than copying X.
+  int64_t edge_columns = std::min(g.ow, (g.x.left + g.sw - 1) / g.sw + (g.x.wp - g.x.w - g.x.left + g.sw - 1) / g.sw);
+  g.skips_padding = depthwise && !g.x.plain && edge_columns * 16 <= g.ow;
   if (fused) p.act = fused_conv_activation(node);
   if (!avx2_epilogue_takes(p.act)) return std::nullopt;
   p.bias = b != nullptr;
@@ -139,7 +144,7 @@ class OwnConv : public PreparedKernel {
                shape_str(out[0]->shape()));
     thread_local AlignedFloats t_source, t_sum, t_output;
     const float* source = in[0]->data<float>();
-    if (g.x.copied()) source = blocked_copy(pool, g.x, source, t_source);
+    if (g.x.copied() && !g.skips_padding) source = blocked_copy(pool, g.x, source, t_source);
     const float* z = plan_.sum ? in[3]->data<float>() : nullptr;
     if (z && g.plain_sum) z = blocked_copy(pool, yf, z, t_sum);
     float* y = g.plain_output ? grown(t_output, yf.copy_floats()) : out[0]->data<float>();
@@ -147,7 +152,7 @@ class OwnConv : public PreparedKernel {
     if (plan_.bias) std::copy_n(in[2]->data<float>(), g.out_channels, bias.begin());
     direct::Epilogue e{bias.data(), z, plan_.act};
     if (plan_.depthwise)
-      pool.parallel_for(g.x.batch * g.out_blocks() * g.oh, [&](int64_t b, int64_t end) {
+      pool.parallel_for(g.depthwise_jobs(), [&](int64_t b, int64_t end) {
         direct::depthwise_rows(g, source, filters_.data(), e, y, b, end);
       });
     else

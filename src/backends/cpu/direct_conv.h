@@ -12,14 +12,17 @@
 // a plain Z is copied into blocks and a plain Y written from blocks the same way. With fewer than
 // 8 input channels (an image's 3) a depth step takes only those, not 8 with zeros.
 //
-// The depthwise kernel reads the same blocked source: each block of 8 channels is its own
-// convolution, 8 output pixels of a row at a time, one vector multiply-add per pixel and tap.
+// The depthwise kernel reads the same source, or a blocked X as it is where most output
+// columns' windows lie inside it (the others, and the rows at the top and bottom, skip the taps
+// in the padding): each block of 8 channels is its own convolution, up to 8 output pixels of a
+// row at a time, one vector multiply-add per pixel and tap.
 //
 // It sums in the same order as the reference convolution up to the channel blocking, so it
 // differs from it by rounding only; tests/backends/test_cpu_direct_conv.cpp checks it. Not under
 // VLRT_REFERENCE_KERNELS nor with VLRT_DIRECT_CONV=0, where oneDNN takes the node.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -37,7 +40,8 @@ std::unique_ptr<PreparedKernel> make_direct_conv(const Node& node, int64_t opset
 
 namespace direct {
 
-inline constexpr int64_t kChunkPixels = 96;  // output pixels (in row order) a job computes
+inline constexpr int64_t kChunkPixels = 96;
+inline constexpr int64_t kMaxDepthwiseRows = 16;  // filter rows the depthwise kernel takes  // output pixels (in row order) a job computes
 
 // An activation [batch][channels][h][w] and the blocked copy the kernel reads of it:
 // [batch][blocks][hp][wp][8], X at rows top.. and columns left.., zeros around it.
@@ -58,6 +62,7 @@ struct Geometry {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t lanes = 8;             // input channels per depth step: 8, or fewer when X has fewer
   bool plain_sum = false, plain_output = false;  // Z, Y as plain NCHW
+  bool skips_padding = false;  // the depthwise kernel reads a blocked X as it is
 
   int64_t out_blocks() const { return (out_channels + 7) / 8; }
   Frame output() const { return {x.batch, out_channels, oh, ow, 0, 0, oh, ow, true}; }  // Y or Z when plain
@@ -65,6 +70,11 @@ struct Geometry {
   int64_t groups() const { return x.blocks() * kh * kw; }  // depth steps of `lanes` channels
   int64_t chunks() const { return (oh * ow + kChunkPixels - 1) / kChunkPixels; }  // per image
   int64_t jobs() const { return panels() * x.batch * chunks(); }
+  // The depthwise kernel's jobs: an image's block, some 64 output pixels of it (whole rows) each.
+  int64_t depthwise_rows_per_job() const { return std::clamp<int64_t>((64 + ow - 1) / std::max<int64_t>(ow, 1), 1, std::max<int64_t>(oh, 1)); }
+  int64_t depthwise_jobs() const {
+    return x.batch * out_blocks() * ((oh + depthwise_rows_per_job() - 1) / depthwise_rows_per_job());
+  }
 };
 
 struct Epilogue {
@@ -83,8 +93,9 @@ void copy_to_plain(const Frame& f, const float* blocked, float* plain, int64_t b
 void rows(const Geometry& g, const float* source, const float* filters, const int64_t* offsets, const Epilogue& e,
           float* y, int64_t begin, int64_t end);
 
-// The depthwise convolution (one filter per channel, filters [block][kh][kw][8]): Y for jobs
-// [begin, end) of batch * blocks * oh (image, block, output row). In depthwise_conv_avx2.cpp.
+// The depthwise convolution (one filter per channel, filters [block][kh][kw][8]) from the
+// blocked source: Y for jobs [begin, end) of g.depthwise_jobs() (image, block, group of output
+// rows). In depthwise_conv_avx2.cpp.
 void depthwise_rows(const Geometry& g, const float* source, const float* filters, const Epilogue& e, float* y,
                     int64_t begin, int64_t end);
 

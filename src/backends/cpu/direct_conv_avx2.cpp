@@ -22,10 +22,11 @@ struct Out {
   bool masked0, masked1;
   const FusedActivation* act;
 
-  // The finished sums of pixel px, through the epilogue.
-  [[gnu::always_inline]] void store(int64_t px, __m256 v0, __m256 v1) const {
-    _mm256_storeu_ps(y0 + px * 8, avx2_epilogue(v0, bias0, z0 ? z0 + px * 8 : nullptr, *act, masked0, mask0));
-    if (y1) _mm256_storeu_ps(y1 + px * 8, avx2_epilogue(v1, bias1, z1 ? z1 + px * 8 : nullptr, *act, masked1, mask1));
+  // The finished sums of pixel px, through the epilogue (act from avx2_with_activation).
+  template <typename Activation>
+  [[gnu::always_inline]] void store(int64_t px, __m256 v0, __m256 v1, Activation act) const {
+    _mm256_storeu_ps(y0 + px * 8, avx2_epilogue(v0, bias0, z0 ? z0 + px * 8 : nullptr, act, masked0, mask0));
+    if (y1) _mm256_storeu_ps(y1 + px * 8, avx2_epilogue(v1, bias1, z1 ? z1 + px * 8 : nullptr, act, masked1, mask1));
   }
   // Partial sums (a block of the depth), kept in Y until the next block adds to them.
   void keep(int64_t px, __m256 v0, __m256 v1) const {
@@ -76,14 +77,18 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
 #undef VLRT_ROW
     }
   }
-#define VLRT_STORE(r)                          \
-  if constexpr (Rows > r) {                    \
-    if (last)                                  \
-      o.store(px + r, c##r##0, c##r##1);       \
-    else                                       \
-      o.keep(px + r, c##r##0, c##r##1);        \
+#define VLRT_STORE(r) \
+  if constexpr (Rows > r) o.store(px + r, c##r##0, c##r##1, act);
+#define VLRT_KEEP(r) \
+  if constexpr (Rows > r) o.keep(px + r, c##r##0, c##r##1);
+  if (last)
+    avx2_with_activation(*o.act, [&](auto act) {
+      VLRT_STORE(0) VLRT_STORE(1) VLRT_STORE(2) VLRT_STORE(3) VLRT_STORE(4) VLRT_STORE(5)
+    });
+  else {
+    VLRT_KEEP(0) VLRT_KEEP(1) VLRT_KEEP(2) VLRT_KEEP(3) VLRT_KEEP(4) VLRT_KEEP(5)
   }
-  VLRT_STORE(0) VLRT_STORE(1) VLRT_STORE(2) VLRT_STORE(3) VLRT_STORE(4) VLRT_STORE(5)
+#undef VLRT_KEEP
 #undef VLRT_STORE
 }
 

@@ -42,13 +42,25 @@ inline __m256 avx2_block_mask(int64_t real) {
   return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(real)), lanes));
 }
 
+// Calls body(activation) with the activation as a function of one __m256 whose kind is known
+// at compile time for none and Relu (the common ones), so that a loop in body does not choose
+// the activation per vector.
+template <typename Body>
+inline void avx2_with_activation(const FusedActivation& a, Body&& body) {
+  switch (a.kind) {
+    case FusedActivation::none: return body([](__m256 x) { return x; });
+    case FusedActivation::relu: return body([](__m256 x) { return _mm256_max_ps(x, _mm256_setzero_ps()); });
+    default: return body([&a](__m256 x) { return avx2_activate(a, x); });
+  }
+}
+
 // One vector of output: act(v + bias + z at `z`, when given), its padding channels zeroed when
-// `masked`.
-inline __m256 avx2_epilogue(__m256 v, __m256 bias, const float* z, const FusedActivation& act, bool masked,
-                            __m256 mask) {
+// `masked`; act as avx2_with_activation gives it.
+template <typename Activation>
+inline __m256 avx2_epilogue(__m256 v, __m256 bias, const float* z, Activation act, bool masked, __m256 mask) {
   v = _mm256_add_ps(v, bias);
   if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z));
-  v = avx2_activate(act, v);
+  v = act(v);
   return masked ? _mm256_and_ps(v, mask) : v;
 }
 
