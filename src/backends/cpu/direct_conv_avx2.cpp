@@ -15,20 +15,10 @@ namespace vlrt::direct {
 namespace {
 
 // Where one job's 16 output channels go: two blocks of Y (the second null past the last block).
+// The tiles keep their sums there; the epilogue follows once the depth is done.
 struct Out {
   float *y0, *y1;
-  const float *z0, *z1;
-  __m256 bias0, bias1, mask0, mask1;
-  bool masked0, masked1;
-  const FusedActivation* act;
 
-  // The finished sums of pixel px, through the epilogue (act from avx2_with_activation).
-  template <typename Activation>
-  [[gnu::always_inline]] void store(int64_t px, __m256 v0, __m256 v1, Activation act) const {
-    _mm256_storeu_ps(y0 + px * 8, avx2_epilogue(v0, bias0, z0 ? z0 + px * 8 : nullptr, act, masked0, mask0));
-    if (y1) _mm256_storeu_ps(y1 + px * 8, avx2_epilogue(v1, bias1, z1 ? z1 + px * 8 : nullptr, act, masked1, mask1));
-  }
-  // Partial sums (a block of the depth), kept in Y until the next block adds to them.
   void keep(int64_t px, __m256 v0, __m256 v1) const {
     _mm256_storeu_ps(y0 + px * 8, v0);
     if (y1) _mm256_storeu_ps(y1 + px * 8, v1);
@@ -45,12 +35,11 @@ constexpr int64_t kDepthGroups = 32;
 
 // Rows output pixels from px on (the top-left taps of their windows at `origins`) by 16
 // channels: each step of the depth broadcasts `lanes` channels (8 when Full) of each pixel
-// against the panel's lanes x 16 weights; `first` and `last` say whether these steps begin the
-// depth (else they add to the partial sums in Y) and end it (then the epilogue). The
-// accumulators are named one by one (see gemm_tile_avx2.h).
+// against the panel's lanes x 16 weights, adding to the sums in Y unless these steps begin the
+// depth (`first`). The accumulators are named one by one (see gemm_tile_avx2.h).
 template <int Rows, bool Full>
 void tile(const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const float* w,
-          const Out& o, int64_t px, bool first, bool last) {
+          const Out& o, int64_t px, bool first) {
   if constexpr (Full) lanes = 8;
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -77,31 +66,22 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
 #undef VLRT_ROW
     }
   }
-#define VLRT_STORE(r) \
-  if constexpr (Rows > r) o.store(px + r, c##r##0, c##r##1, act);
 #define VLRT_KEEP(r) \
   if constexpr (Rows > r) o.keep(px + r, c##r##0, c##r##1);
-  if (last)
-    avx2_with_activation(*o.act, [&](auto act) {
-      VLRT_STORE(0) VLRT_STORE(1) VLRT_STORE(2) VLRT_STORE(3) VLRT_STORE(4) VLRT_STORE(5)
-    });
-  else {
-    VLRT_KEEP(0) VLRT_KEEP(1) VLRT_KEEP(2) VLRT_KEEP(3) VLRT_KEEP(4) VLRT_KEEP(5)
-  }
+  VLRT_KEEP(0) VLRT_KEEP(1) VLRT_KEEP(2) VLRT_KEEP(3) VLRT_KEEP(4) VLRT_KEEP(5)
 #undef VLRT_KEEP
-#undef VLRT_STORE
 }
 
 template <bool Full>
 void tile(int rows, const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const float* w,
-          const Out& o, int64_t px, bool first, bool last) {
+          const Out& o, int64_t px, bool first) {
   switch (rows) {
-    case 6: return tile<6, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
-    case 5: return tile<5, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
-    case 4: return tile<4, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
-    case 3: return tile<3, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
-    case 2: return tile<2, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
-    default: return tile<1, Full>(origins, offsets, groups, lanes, w, o, px, first, last);
+    case 6: return tile<6, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    case 5: return tile<5, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    case 4: return tile<4, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    case 3: return tile<3, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    case 2: return tile<2, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    default: return tile<1, Full>(origins, offsets, groups, lanes, w, o, px, first);
   }
 }
 
@@ -190,16 +170,6 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     Out o;
     o.y0 = y + (n * out_blocks + ob) * plane;
     o.y1 = ob + 1 < out_blocks ? o.y0 + plane : nullptr;
-    o.z0 = e.z ? e.z + (o.y0 - y) : nullptr;
-    o.z1 = e.z && o.y1 ? e.z + (o.y1 - y) : nullptr;
-    o.bias0 = _mm256_loadu_ps(e.bias + panel * 16);
-    o.bias1 = _mm256_loadu_ps(e.bias + panel * 16 + 8);
-    int64_t real0 = g.out_channels - ob * 8, real1 = real0 - 8;
-    o.masked0 = real0 < 8;
-    o.masked1 = o.y1 && real1 < 8;
-    o.mask0 = avx2_block_mask(real0);
-    o.mask1 = avx2_block_mask(real1);
-    o.act = &e.act;
     const float* w = filters + panel * groups * lanes * 16;
     const float* image = source + n * g.x.blocks() * g.x.hp * wp * 8;
     // The chunk's pixels (rows after rows) in tiles of up to 6, split evenly (7 as 4 + 3, not 6 + 1).
@@ -213,16 +183,28 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     }
     for (int64_t s0 = 0; s0 < groups; s0 += kDepthGroups) {
       int64_t depth = std::min(kDepthGroups, groups - s0);
-      bool first = s0 == 0, last = s0 + depth == groups;
       for (int64_t t = 0, a = p0; t < tiles; t++) {
         int64_t b = a + base + (t < longer ? 1 : 0);
         const float* slice = w + s0 * lanes * 16;
         if (lanes == 8)
-          tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, first, last);
+          tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);
         else
-          tile<false>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, first, last);
+          tile<false>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);
         a = b;
       }
+    }
+    // The epilogue over the job's pixels of each block, while they are in cache.
+    for (int64_t half = 0; half < 2; half++) {
+      float* out = half ? o.y1 : o.y0;
+      if (!out) continue;
+      int64_t block = ob + half, real = g.out_channels - block * 8;
+      const float* z = e.z ? e.z + (out - y) : nullptr;
+      __m256 bias = _mm256_loadu_ps(e.bias + block * 8), mask = avx2_block_mask(real);
+      avx2_with_activation(e.act, [&](auto act) {
+        for (int64_t p = p0; p < p1; p++)
+          _mm256_storeu_ps(out + p * 8, avx2_epilogue(_mm256_loadu_ps(out + p * 8), bias, z ? z + p * 8 : nullptr,
+                                                      act, real < 8, mask));
+      });
     }
   }
 }
