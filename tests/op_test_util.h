@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/prepared_kernel.h"
 #include "passes/canonicalize.h"
 
 namespace vlrt::test {
@@ -135,6 +136,22 @@ inline Node blocked_conv(const std::vector<Tensor>& inputs, std::map<std::string
   for (size_t i = 0; i < inputs.size(); i++)
     if (!inputs[i].defined()) n.inputs[i] = "";
   return n;
+}
+
+// A prepared kernel (nullptr: it did not take the node, a failure) run on the inputs, the
+// weight (input 1) held by the kernel; Y starts as NaN so that every element must be written.
+inline Tensor run_prepared(std::unique_ptr<PreparedKernel> k, const std::vector<Tensor>& inputs, Shape y_shape) {
+  if (!k) {
+    ADD_FAILURE() << "the kernel did not take the node";
+    return {};
+  }
+  Tensor y(DType::f32, std::move(y_shape));
+  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = NAN;
+  std::vector<const Tensor*> in;
+  for (auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
+  in[1] = nullptr;
+  k->run(in, {&y}, test_pool());
+  return y;
 }
 
 // n (opset 17) on a CPU backend with the reference kernels alone, or with the prepared fast

@@ -36,21 +36,10 @@ std::map<std::string, Attribute> conv_attrs(const Case& c, const std::string& ac
   return a;
 }
 
-// The direct kernel; Y starts as garbage so that every element must be written.
+// The direct kernel against a Y of y_shape.
 Tensor run_direct(const Node& n, const std::vector<Tensor>& inputs, Shape y_shape) {
   ValueInfos infos(inputs);
-  std::unique_ptr<PreparedKernel> k = make_direct_conv(n, 17, infos.ptrs);
-  if (!k) {
-    ADD_FAILURE() << "the direct convolution did not take the node";
-    return {};
-  }
-  Tensor y(DType::f32, std::move(y_shape));
-  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = NAN;
-  std::vector<const Tensor*> in;
-  for (auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
-  in[1] = nullptr;  // held by the kernel
-  k->run(in, {&y}, test_pool());
-  return y;
+  return run_prepared(make_direct_conv(n, 17, infos.ptrs), inputs, std::move(y_shape));
 }
 
 int64_t out_size(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_sum) {

@@ -23,21 +23,10 @@ std::map<std::string, Attribute> conv3x3(const std::string& act = "", std::vecto
   return a;
 }
 
-// The Winograd kernel on any size; Y starts as garbage so that every element must be written.
+// The Winograd kernel on any size against a Y of y_shape.
 Tensor run_winograd(const Node& n, const std::vector<Tensor>& inputs, Shape y_shape) {
   ValueInfos infos(inputs);
-  std::unique_ptr<PreparedKernel> k = make_winograd_conv(n, 17, infos.ptrs, true);
-  if (!k) {
-    ADD_FAILURE() << "the Winograd kernel did not take the node";
-    return {};
-  }
-  Tensor y(DType::f32, std::move(y_shape));
-  for (int64_t i = 0; i < y.numel(); i++) y.data<float>()[i] = NAN;
-  std::vector<const Tensor*> in;
-  for (auto& t : inputs) in.push_back(t.defined() ? &t : nullptr);
-  in[1] = nullptr;  // held by the kernel
-  k->run(in, {&y}, test_pool());
-  return y;
+  return run_prepared(make_winograd_conv(n, 17, infos.ptrs, true), inputs, std::move(y_shape));
 }
 
 bool winograd_runs_here() { return cpu_isa() >= CpuIsa::avx2; }

@@ -98,7 +98,8 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
   constexpr int64_t kMaxPixels = KW == 7 ? 6 : 8;
   const int64_t lo = std::min(g.ow, ceil_div(s.left, g.sw)),
                 hi = std::max(lo, std::min(g.ow, floor_div(s.cols - 1 - (g.kw - 1) * g.dw + s.left, g.sw) + 1));
-  const int64_t tiles = (hi - lo + kMaxPixels - 1) / kMaxPixels, base = tiles ? (hi - lo) / tiles : 0, longer = tiles ? (hi - lo) % tiles : 0;
+  const int64_t tiles = (hi - lo + kMaxPixels - 1) / kMaxPixels, base = tiles ? (hi - lo) / tiles : 0,
+                longer = tiles ? (hi - lo) % tiles : 0;
   const int64_t window = (g.kw - 1) * g.dw + 1;
   thread_local AlignedFloats t_window;
   float* local = grown(t_window, size_t(g.kh * window * 8));

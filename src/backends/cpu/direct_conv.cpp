@@ -80,7 +80,8 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   g.plain_output = blocks.dst == 0;
   // The depthwise kernel skips the padding itself where at most a sixteenth of a row's pixels
   // have windows across its edges (they go one by one): cheaper than copying X.
-  int64_t edge_columns = std::min(g.ow, (g.x.left + g.sw - 1) / g.sw + (g.x.wp - g.x.w - g.x.left + g.sw - 1) / g.sw);
+  int64_t edge_columns =
+      std::min(g.ow, (g.x.left + g.sw - 1) / g.sw + (g.x.wp - g.x.w - g.x.left + g.sw - 1) / g.sw);
   g.skips_padding = depthwise && !g.x.plain && edge_columns * 16 <= g.ow;
   if (fused) p.act = fused_conv_activation(node);
   if (!avx2_epilogue_takes(p.act)) return std::nullopt;
@@ -97,7 +98,8 @@ AlignedFloats pack_filters(const Plan& p, const Tensor& weights) {
   const float* w = weights.data<float>();
   if (p.depthwise) {
     for (int64_t c = 0; c < g.out_channels; c++)
-      for (int64_t t = 0; t < g.kh * g.kw; t++) packed[size_t(((c / 8) * g.kh * g.kw + t) * 8 + c % 8)] = w[c * g.kh * g.kw + t];
+      for (int64_t t = 0; t < g.kh * g.kw; t++)
+        packed[size_t((c / 8 * g.kh * g.kw + t) * 8 + c % 8)] = w[c * g.kh * g.kw + t];
     return packed;
   }
   const int64_t in_channels = g.x.channels;
@@ -130,7 +132,9 @@ const float* blocked_copy(ThreadPool& pool, const direct::Frame& f, const float*
 class OwnConv : public PreparedKernel {
  public:
   OwnConv(Plan p, const Tensor& weights)
-      : plan_(std::move(p)), filters_(pack_filters(plan_, weights)), offsets_(step_offsets(plan_.g)) {}
+      : plan_(std::move(p)), filters_(pack_filters(plan_, weights)) {
+    if (!plan_.depthwise) offsets_ = step_offsets(plan_.g);
+  }
 
   size_t bytes() const override { return filters_.size() * sizeof(float); }
 

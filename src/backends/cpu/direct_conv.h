@@ -1,25 +1,30 @@
-// The direct convolution for the two-dimensional float32 convolutions with one group that the
-// Winograd kernel does not take, and the depthwise convolution (one group per channel) (vlrt.BlockedConv with X, Z and Y each in blocks of 8 channels or
-// plain, FusedConv, Conv; any kernel size, stride, padding and dilation): vlrt's own AVX2 kernel,
-// so that a model's convolutions run on the session's pool without oneDNN's OpenMP threads.
+// vlrt's own AVX2 convolutions for the two-dimensional float32 convolutions that the Winograd
+// kernel does not take (vlrt.BlockedConv with X, Z and Y each in blocks of 8 channels or plain,
+// FusedConv, Conv; any kernel size, stride, padding and dilation): the direct convolution for one
+// group, the depthwise convolution for one group per channel. With them a model's convolutions
+// run on the session's pool, without oneDNN's OpenMP threads.
 //
-// The filters are packed once, at prepare, into panels of 16 output channels (two blocks)
-// holding, for every input block, filter row and column, the 8 input channels' 16 weights:
-// [panel][in block][kh][kw][8][16]. A run computes 6 output pixels (taken in row order, across
-// rows) by 16 output channels in the 6x16 register tile, the depth being in blocks x kh x kw x 8,
-// and adds the bias and the residual and applies the activation on the way out. A padded or plain
-// X is first copied into a zero-bordered blocked scratch, so that the tile never tests a bound;
-// a plain Z is copied into blocks and a plain Y written from blocks the same way. With fewer than
-// 8 input channels (an image's 3) a depth step takes only those, not 8 with zeros.
+// The direct convolution's filters are packed once, at prepare, into panels of 16 output
+// channels (two blocks) holding, for every input block, filter row and column, the 8 input
+// channels' 16 weights: [panel][in block][kh][kw][8][16]. A job computes up to 96 output pixels
+// (in row order, across rows) by 16 output channels, 6 pixels at a time in the 6x16 register
+// tile, the depth (blocks x kh x kw x 8) in blocks of 32 steps whose slice of the panel stays in
+// L1, the partial sums waiting in Y; then one pass adds the bias and the residual and applies the
+// activation. A padded or plain X is first copied into a zero-bordered blocked scratch, so that
+// the tile never tests a bound; a plain Z is copied into blocks and a plain Y written from blocks
+// the same way. With fewer than 8 input channels (an image's 3) a depth step takes only those,
+// not 8 with zeros.
 //
-// The depthwise kernel reads the same source, or a blocked X as it is where most output
-// columns' windows lie inside it (the others, and the rows at the top and bottom, skip the taps
-// in the padding): each block of 8 channels is its own convolution, up to 8 output pixels of a
-// row at a time, one vector multiply-add per pixel and tap.
+// The depthwise kernel reads the same source, or a blocked X as it is where few output columns'
+// windows cross its edges (those pixels then read a zero-bordered copy of their window, and the
+// rows at the top and bottom skip the filter rows outside): each block of 8 channels is its own
+// convolution, up to 8 output pixels of a row at a time; at stride 1 each source pixel is loaded
+// once per filter row, the row's filters held in registers.
 //
-// It sums in the same order as the reference convolution up to the channel blocking, so it
-// differs from it by rounding only; tests/backends/test_cpu_direct_conv.cpp checks it. Not under
-// VLRT_REFERENCE_KERNELS nor with VLRT_DIRECT_CONV=0, where oneDNN takes the node.
+// Both sum in the reference convolution's order up to the channel blocking, so they differ from
+// it by rounding only; tests/backends/test_cpu_direct_conv.cpp checks them. Not under
+// VLRT_REFERENCE_KERNELS, nor with VLRT_DIRECT_CONV=0 (VLRT_DEPTHWISE_CONV=0: the depthwise ones),
+// where oneDNN takes the node.
 #pragma once
 
 #include <algorithm>
@@ -32,7 +37,7 @@
 
 namespace vlrt {
 
-// What the direct kernel of this node would hold (bytes 0: it does not take the node).
+// What the direct or depthwise kernel of this node would hold (bytes 0: neither takes the node).
 PrepareInfo direct_conv_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
 // That kernel, its filters packed; nullptr where it does not take the node.
 std::unique_ptr<PreparedKernel> make_direct_conv(const Node& node, int64_t opset,
@@ -40,8 +45,8 @@ std::unique_ptr<PreparedKernel> make_direct_conv(const Node& node, int64_t opset
 
 namespace direct {
 
-inline constexpr int64_t kChunkPixels = 96;
-inline constexpr int64_t kMaxDepthwiseRows = 16;  // filter rows the depthwise kernel takes  // output pixels (in row order) a job computes
+inline constexpr int64_t kChunkPixels = 96;       // output pixels (in row order) a direct job computes
+inline constexpr int64_t kMaxDepthwiseRows = 16;  // filter rows the depthwise kernel takes
 
 // An activation [batch][channels][h][w] and the blocked copy the kernel reads of it:
 // [batch][blocks][hp][wp][8], X at rows top.. and columns left.., zeros around it.
@@ -71,7 +76,9 @@ struct Geometry {
   int64_t chunks() const { return (oh * ow + kChunkPixels - 1) / kChunkPixels; }  // per image
   int64_t jobs() const { return panels() * x.batch * chunks(); }
   // The depthwise kernel's jobs: an image's block, some 64 output pixels of it (whole rows) each.
-  int64_t depthwise_rows_per_job() const { return std::clamp<int64_t>((64 + ow - 1) / std::max<int64_t>(ow, 1), 1, std::max<int64_t>(oh, 1)); }
+  int64_t depthwise_rows_per_job() const {
+    return std::clamp<int64_t>((64 + ow - 1) / std::max<int64_t>(ow, 1), 1, std::max<int64_t>(oh, 1));
+  }
   int64_t depthwise_jobs() const {
     return x.batch * out_blocks() * ((oh + depthwise_rows_per_job() - 1) / depthwise_rows_per_job());
   }

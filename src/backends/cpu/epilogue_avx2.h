@@ -18,7 +18,8 @@ inline __m256 avx2_activate(const FusedActivation& a, __m256 x) {
     case FusedActivation::leaky_relu:
       return _mm256_blendv_ps(_mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
     case FusedActivation::hard_sigmoid:
-      return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(a.alpha), _mm256_set1_ps(a.beta)), zero), one);
+      return _mm256_min_ps(
+          _mm256_max_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(a.alpha), _mm256_set1_ps(a.beta)), zero), one);
     case FusedActivation::hard_swish: {
       __m256 gate = _mm256_fmadd_ps(x, _mm256_set1_ps(1.f / 6), _mm256_set1_ps(0.5f));
       return _mm256_mul_ps(x, _mm256_min_ps(_mm256_max_ps(gate, zero), one));
