@@ -3,7 +3,7 @@
 // input tile and each 3x3 filter are transformed once, their products become 36 matrix products
 // over the channels (4x fewer multiplications than the direct convolution), and the output
 // transform adds the bias and the residual and applies the activation on the way out (Relu,
-// LeakyRelu, Clip, Sigmoid, SiLU).
+// LeakyRelu, Clip, Sigmoid, SiLU, HardSigmoid, HardSwish).
 //
 // The transformed filters (36 per input/output channel pair, 4x the weight bytes) are made at
 // prepare and held in place of W. The result differs from the direct convolution by rounding
