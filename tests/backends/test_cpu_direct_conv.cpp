@@ -151,13 +151,13 @@ TEST(CpuDirectConv, DepthwiseMatchesTheReference) {
       {1, 12, 12, 14, 14, 7, 7, 1, 1, {3, 3, 3, 3}, 0, 0, 0, true},  // convnext's 7x7, plain
       {1, 8, 8, 6, 7, 3, 3, 1, 2, {2, 1, 2, 3}, 0, 8, 0, true},      // dilation 2, asymmetric pads
       {1, 5, 5, 1, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 0, 8, true},      // rows shorter than 8 pixels
-      {1, 16, 16, 5, 20, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true},   // 18 inner pixels a row: 8 + 8 + 2
+      {1, 16, 16, 5, 20, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true},   // 20 pixels a row: tiles of 7 + 7 + 6
       {2, 9, 9, 7, 9, 3, 3, 2, 2, {2, 1, 0, 3}, 8, 8, 8, true},      // blocked X, dilation, stride, odd pads
       // Rows wide enough that the kernel reads X unpadded and skips the padding's taps:
-      {1, 8, 8, 6, 40, 5, 5, 2, 1, {2, 2, 2, 2}, 8, 8, 8, true},     // stride 2
-      {1, 8, 8, 7, 30, 3, 3, 1, 2, {2, 2, 1, 3}, 8, 8, 8, true},     // dilation 2, odd pads
-      {1, 16, 16, 6, 29, 5, 5, 1, 1, {2, 2, 2, 2}, 8, 8, 8, true},   // 5x5 stride 1
-      {1, 8, 8, 9, 31, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 0, 8, true},     // 7x7 stride 1, plain Y
+      {1, 8, 8, 6, 80, 5, 5, 2, 1, {2, 2, 2, 2}, 8, 8, 8, true},     // stride 2
+      {1, 8, 8, 7, 70, 3, 3, 1, 2, {2, 2, 1, 3}, 8, 8, 8, true},     // dilation 2, odd pads
+      {1, 16, 16, 6, 66, 5, 5, 1, 1, {2, 2, 2, 2}, 8, 8, 8, true},   // 5x5 stride 1
+      {1, 8, 8, 9, 100, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 0, 8, true},    // 7x7 stride 1, plain Y
   };
   expect_matches_reference(cases);
 }
