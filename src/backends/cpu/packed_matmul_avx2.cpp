@@ -20,8 +20,11 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
     for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
       int64_t depth = std::min(kDepthBlock, k - k0);
       const float* b = panels + (p * k + k0) * 16;
-      for (int64_t r = r0; r < r1; r += 6) {
-        int rows = int(std::min<int64_t>(6, r1 - r));
+      // The job's rows in tiles of up to 6 split evenly (32 as 6 6 5 5 5 5, not 6 6 6 6 6 2: a
+      // tile of 2 rows loads as much of B as one of 6).
+      const int64_t count = r1 - r0, tiles = (count + 5) / 6, base = count / tiles, longer = count % tiles;
+      for (int64_t t = 0, r = r0; t < tiles; t++) {
+        int rows = int(base + (t < longer ? 1 : 0));
         const float* a_rows = a + r * k + k0;
         float* c = y + r * n + p * 16;
         if (cols < 16) {  // the last panel: its padding columns go through a scratch tile
@@ -35,6 +38,7 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
           gemm_tile<true>(rows, a_rows, k, b, depth, c, ldc);
         if (cols < 16)
           for (int i = 0; i < rows; i++) std::memcpy(y + (r + i) * n + p * 16, tail + i * 16, size_t(cols) * sizeof(float));
+        r += rows;
       }
     }
   }
