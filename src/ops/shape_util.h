@@ -17,5 +17,7 @@ std::vector<int64_t> contiguous_strides(const Shape& s);
 // Strides of `in` as seen from an output of shape `out` under broadcasting
 // (0 on broadcast axes); `in` is right-aligned to `out`.
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+// a / b rounded up, for b > 0 and a of either sign (the first tap or output inside a range).
+inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 
 }  // namespace vlrt

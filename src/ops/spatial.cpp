@@ -37,8 +37,6 @@ std::vector<int64_t> ints_attr(const Node& n, const char* name, size_t len, int6
   return v;
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-
 // ---- Pooling -------------------------------------------------------------------------------
 
 // Output length of one pooled axis (the kernel recomputes the pads the same way).

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cpu/direct_conv.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/packed_matmul.h"
-#include "backends/cpu/direct_conv.h"
 #include "backends/cpu/winograd_conv.h"
 #include "core/reference_mode.h"
 

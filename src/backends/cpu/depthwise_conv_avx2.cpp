@@ -9,6 +9,7 @@
 
 #include "backends/cpu/epilogue_avx2.h"
 #include "backends/cpu/prepare_util.h"
+#include "ops/shape_util.h"
 
 namespace vlrt::direct {
 
@@ -20,9 +21,6 @@ namespace {
 struct Source {
   int64_t rows, cols, top, left;
 };
-
-int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // One filter row's taps, for a tile.
 struct Taps {
@@ -90,14 +88,12 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
   const Source s = g.skips_padding ? Source{g.x.h, g.x.w, g.x.top, g.x.left} : Source{g.x.hp, g.x.wp, 0, 0};
   const int64_t blocks = g.out_blocks(), taps = g.kh * g.kw, rows_per_job = g.depthwise_rows_per_job(),
                 row_groups = (g.oh + rows_per_job - 1) / rows_per_job;
-  const int64_t real_in_last = g.out_channels - (blocks - 1) * 8;
-  const __m256 last_mask = avx2_block_mask(real_in_last);
   // The output columns whose windows lie inside the source: [lo, hi), in tiles of up to 8 (6 for
   // 7 filter columns in registers) split evenly (12 as 6 + 6, not 8 + 4); the others (crossing an
   // edge) one by one, each from a zero-bordered copy of its window.
   constexpr int64_t kMaxPixels = KW == 7 ? 6 : 8;
   const int64_t lo = std::min(g.ow, ceil_div(s.left, g.sw)),
-                hi = std::max(lo, std::min(g.ow, floor_div(s.cols - 1 - (g.kw - 1) * g.dw + s.left, g.sw) + 1));
+                hi = std::max(lo, std::min(g.ow, ceil_div(s.cols - (g.kw - 1) * g.dw + s.left, g.sw)));
   const int64_t tiles = (hi - lo + kMaxPixels - 1) / kMaxPixels, base = tiles ? (hi - lo) / tiles : 0,
                 longer = tiles ? (hi - lo) % tiles : 0;
   const int64_t window = (g.kw - 1) * g.dw + 1;
@@ -112,7 +108,7 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
       // The filter rows that reach the source, and their source rows (at column 0).
       int64_t sy = oy * g.sh - s.top;
       int64_t ky0 = std::min(g.kh, std::max<int64_t>(0, ceil_div(-sy, g.dh))),
-              ky1 = std::max(ky0, std::min(g.kh, floor_div(s.rows - 1 - sy, g.dh) + 1));
+              ky1 = std::max(ky0, std::min(g.kh, ceil_div(s.rows - sy, g.dh)));
       const float *rows[kMaxDepthwiseRows], *at[kMaxDepthwiseRows];
       for (int64_t r = ky0; r < ky1; r++) rows[r - ky0] = plane + (sy + r * g.dh) * s.cols * 8;
       Taps t{at, ky1 - ky0, w + ky0 * g.kw * 8};
@@ -141,15 +137,8 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
     }
     // The epilogue over the job's rows, while they are in cache.
     float* out = y + (image_block * g.oh + oy0) * g.ow * 8;
-    const float* z = e.z ? e.z + (out - y) : nullptr;
-    __m256 bias = _mm256_loadu_ps(e.bias + cb * 8);
-    bool masked = cb == blocks - 1 && real_in_last < 8;
-    int64_t pixels = (oy1 - oy0) * g.ow;
-    avx2_with_activation(e.act, [&](auto act) {
-      for (int64_t p = 0; p < pixels; p++)
-        _mm256_storeu_ps(out + p * 8, avx2_epilogue(_mm256_loadu_ps(out + p * 8), bias, z ? z + p * 8 : nullptr, act,
-                                                    masked, last_mask));
-    });
+    avx2_epilogue_block(out, e.z ? e.z + (out - y) : nullptr, (oy1 - oy0) * g.ow, e.bias + cb * 8,
+                        g.out_channels - cb * 8, e.act);
   }
 }
 

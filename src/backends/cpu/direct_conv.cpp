@@ -9,6 +9,7 @@
 #include "ops/layout_semantics.h"
 #include "ops/linalg_semantics.h"
 #include "ops/op_schema.h"
+#include "ops/shape_util.h"
 
 namespace vlrt {
 
@@ -80,8 +81,7 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   g.plain_output = blocks.dst == 0;
   // The depthwise kernel skips the padding itself where at most a sixteenth of a row's pixels
   // have windows across its edges (they go one by one): cheaper than copying X.
-  int64_t edge_columns =
-      std::min(g.ow, (g.x.left + g.sw - 1) / g.sw + (g.x.wp - g.x.w - g.x.left + g.sw - 1) / g.sw);
+  int64_t edge_columns = std::min(g.ow, ceil_div(g.x.left, g.sw) + ceil_div(g.x.wp - g.x.w - g.x.left, g.sw));
   g.skips_padding = depthwise && !g.x.plain && edge_columns * 16 <= g.ow;
   if (fused) p.act = fused_conv_activation(node);
   if (!avx2_epilogue_takes(p.act)) return std::nullopt;
@@ -152,8 +152,7 @@ class OwnConv : public PreparedKernel {
     const float* z = plan_.sum ? in[3]->data<float>() : nullptr;
     if (z && g.plain_sum) z = blocked_copy(pool, yf, z, t_sum);
     float* y = g.plain_output ? grown(t_output, yf.copy_floats()) : out[0]->data<float>();
-    std::vector<float> bias(size_t(g.panels() * 16), 0.f);
-    if (plan_.bias) std::copy_n(in[2]->data<float>(), g.out_channels, bias.begin());
+    std::vector<float> bias = padded_bias(plan_.bias ? in[2] : nullptr, g.out_channels, g.panels() * 16);
     direct::Epilogue e{bias.data(), z, plan_.act};
     if (plan_.depthwise)
       pool.parallel_for(g.depthwise_jobs(), [&](int64_t b, int64_t end) {

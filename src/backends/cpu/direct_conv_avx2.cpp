@@ -197,14 +197,9 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     for (int64_t half = 0; half < 2; half++) {
       float* out = half ? o.y1 : o.y0;
       if (!out) continue;
-      int64_t block = ob + half, real = g.out_channels - block * 8;
-      const float* z = e.z ? e.z + (out - y) : nullptr;
-      __m256 bias = _mm256_loadu_ps(e.bias + block * 8), mask = avx2_block_mask(real);
-      avx2_with_activation(e.act, [&](auto act) {
-        for (int64_t p = p0; p < p1; p++)
-          _mm256_storeu_ps(out + p * 8, avx2_epilogue(_mm256_loadu_ps(out + p * 8), bias, z ? z + p * 8 : nullptr,
-                                                      act, real < 8, mask));
-      });
+      int64_t block = ob + half;
+      avx2_epilogue_block(out + p0 * 8, e.z ? e.z + (out - y) + p0 * 8 : nullptr, p1 - p0, e.bias + block * 8,
+                          g.out_channels - block * 8, e.act);
     }
   }
 }

@@ -55,14 +55,21 @@ inline void avx2_with_activation(const FusedActivation& a, Body&& body) {
   }
 }
 
-// One vector of output: act(v + bias + z at `z`, when given), its padding channels zeroed when
-// `masked`; act as avx2_with_activation gives it.
-template <typename Activation>
-inline __m256 avx2_epilogue(__m256 v, __m256 bias, const float* z, Activation act, bool masked, __m256 mask) {
-  v = _mm256_add_ps(v, bias);
-  if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z));
-  v = act(v);
-  return masked ? _mm256_and_ps(v, mask) : v;
+// The epilogue in place over `pixels` pixels of one block of 8 channels at y: act(y + bias + z),
+// bias being the block's 8 values and z (null: none) the residual at the same pixels; of the 8
+// channels the first `real` are real, the others set to zero.
+inline void avx2_epilogue_block(float* y, const float* z, int64_t pixels, const float* bias, int64_t real,
+                                const FusedActivation& a) {
+  const __m256 b = _mm256_loadu_ps(bias), mask = avx2_block_mask(real);
+  const bool masked = real < 8;
+  avx2_with_activation(a, [&](auto act) {
+    for (int64_t p = 0; p < pixels; p++) {
+      __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + p * 8), b);
+      if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + p * 8));
+      v = act(v);
+      _mm256_storeu_ps(y + p * 8, masked ? _mm256_and_ps(v, mask) : v);
+    }
+  });
 }
 
 }  // namespace vlrt

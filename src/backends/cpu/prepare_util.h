@@ -1,7 +1,9 @@
-// What the CPU backend's prepared kernels (oneDNN's, the Winograd convolution, the packed
-// product) ask of a node's inputs when they decide whether to take it.
+// What the CPU backend's prepared kernels (oneDNN's, the Winograd, direct and depthwise
+// convolutions, the packed product) ask of a node's inputs when they decide whether to take
+// it, and the helpers they share.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -39,6 +41,14 @@ using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 inline float* grown(AlignedFloats& buffer, size_t floats) {
   if (buffer.size() < floats) buffer.resize(floats);
   return buffer.data();
+}
+
+// The bias's `channels` values followed by zeros up to `width` (all zeros without a bias): what
+// the own kernels' epilogues load, 8 channels at a time, padding channels included.
+inline std::vector<float> padded_bias(const Tensor* bias, int64_t channels, int64_t width) {
+  std::vector<float> padded(size_t(width), 0.f);
+  if (bias) std::copy_n(bias->data<float>(), channels, padded.begin());
+  return padded;
 }
 
 // False when the environment variable `name` is "0": a kernel family turned off for measurements.

@@ -120,8 +120,7 @@ class WinogradConv : public PreparedKernel {
     size_t tiles = size_t(g.tiles());
     float* v = grown(t_v, size_t(kPoints) * tiles * size_t(g.in_width()));
     float* m = grown(t_m, size_t(kPoints) * tiles * size_t(g.out_width()));
-    std::vector<float> bias(size_t(g.out_blocks * 8), 0.f);
-    if (plan_.bias) std::copy_n(in[2]->data<float>(), g.out_channels, bias.begin());
+    std::vector<float> bias = padded_bias(plan_.bias ? in[2] : nullptr, g.out_channels, g.out_blocks * 8);
     winograd::Epilogue e{bias.data(), plan_.sum ? in[3]->data<float>() : nullptr, plan_.act};
     const float* x = in[0]->data<float>();
     float* y = out[0]->data<float>();

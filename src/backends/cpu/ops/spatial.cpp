@@ -14,8 +14,6 @@ namespace vlrt {
 
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
-
 // Items per parallel_for chunk so that a chunk does at least ~16K element operations.
 int64_t grain_for(int64_t work_per_item) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_item));
