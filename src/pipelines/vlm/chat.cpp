@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "core/error.h"
 #include "integrity/load_model.h"
@@ -203,22 +204,48 @@ int64_t Chat::prompt_tokens(const std::vector<text::ChatMessage>& messages,
   return int64_t(prompt_ids(messages, image_tokens).size());
 }
 
+// vision.onnx runs once per image. Its attention never crosses images, so this gives the
+// embeddings one run over every image would; the attention bias is one image's [Np,Np] rather
+// than all images', and a tower may treat its input as one image (the demo VLM's CNN puts the
+// patches back together).
 Tensor Chat::encode_images(const ImagePatches& patches, TurnStats& stats) {
   if (patches.grids.empty()) return Tensor::zeros(DType::f32, {1, folder_.text.hidden});  // no row is read
-  VisionIndices vi = vision_indices(patches.grids, folder_.vision);
-  TensorMap in{{"pixel_values", patches.pixel_values},
-               {"rotary_pos_ids", vi.rotary_pos_ids},
-               {"attention_bias", vi.attention_bias}};
-  if (folder_.variant == Variant::qwen2_5_vl) {
-    in["window_index"] = vi.window_index;
-    in["reverse_window_index"] = vi.reverse_window_index;
-    in["window_attention_bias"] = vi.window_attention_bias;
+  const Tensor& pixels = patches.pixel_values;
+  const size_t row_bytes = pixels.nbytes() / size_t(pixels.dim(0));
+  std::vector<Tensor> embeds;
+  int64_t first_patch = 0, rows = 0;
+  for (size_t i = 0; i < patches.grids.size(); i++) {
+    const Grid& g = patches.grids[i];
+    VisionIndices vi = vision_indices({g}, folder_.vision);
+    TensorMap in{{"pixel_values", Tensor(DType::f32, {g.patches(), pixels.dim(1)}, pixels.buffer(),
+                                         pixels.offset() + size_t(first_patch) * row_bytes)},
+                 {"rotary_pos_ids", vi.rotary_pos_ids},
+                 {"attention_bias", vi.attention_bias}};
+    if (folder_.variant == Variant::qwen2_5_vl) {
+      in["window_index"] = vi.window_index;
+      in["reverse_window_index"] = vi.reverse_window_index;
+      in["window_attention_bias"] = vi.window_attention_bias;
+    }
+    Tensor e = run_counted("vision", *vision_, in, stats).at("image_embeds");
+    int64_t want = text::image_token_count(g.t, g.h, g.w, folder_.vision.merge_size);
+    if (e.rank() != 2 || e.dim(0) != want)
+      fail(folder_.vision_model(), " returned ", e.describe(), " for image ", i + 1, " of ", patches.grids.size(),
+           " (", g.t, "x", g.h, "x", g.w, " patches), which needs ", want, " image embeddings");
+    first_patch += g.patches();
+    rows += e.dim(0);
+    embeds.push_back(std::move(e));
   }
-  Tensor embeds = run_counted("vision", *vision_, in, stats).at("image_embeds");
-  if (embeds.dim(0) != stats.image_tokens)
-    fail(folder_.vision_model(), " returned ", embeds.dim(0), " image embeddings for ", stats.image_tokens,
-         " image tokens");
-  return embeds;
+  if (embeds.size() == 1) return embeds[0];
+  const int64_t width = embeds[0].dim(1);
+  Tensor all(DType::f32, {rows, width});
+  char* dst = static_cast<char*>(all.raw());
+  for (const Tensor& e : embeds) {
+    if (e.dim(1) != width)
+      fail(folder_.vision_model(), " returned embeddings of width ", e.dim(1), " and ", width, " for two images");
+    std::memcpy(dst, e.raw(), e.nbytes());
+    dst += e.nbytes();
+  }
+  return all;
 }
 
 TensorMap Chat::run_decoder(KvCache& cache, Tensor inputs_embeds, Tensor attention_mask, Tensor position_ids,
