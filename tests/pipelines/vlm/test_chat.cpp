@@ -8,6 +8,8 @@
 
 #include "cli_util.h"
 #include "io/files.h"
+#include "load/onnx_loader.h"
+#include "load/onnx_writer.h"
 #include "pipelines/vlm/chat.h"
 
 namespace vlrt::vlm {
@@ -167,6 +169,28 @@ TEST(VlmChat, RefusesATokenizerOfAnotherModel) {
   });
   std::string err = error_of([&] { Chat(dir, ChatOptions{}); });
   EXPECT_NE(err.find("do not belong together"), std::string::npos) << err;
+}
+
+// A vision.onnx that returns one embedding too few: the turn stops naming the image.
+TEST(VlmChat, AVisionModelReturningTooFewEmbeddingsIsNamed) {
+  std::string dir = broken_folder("short_vision", [](const std::string& d) {
+    Model m = load_onnx(d + "/vision.onnx");
+    Graph& g = m.graph;
+    for (Node& n : g.nodes)
+      for (std::string& out : n.outputs)
+        if (out == "image_embeds") out = "image_embeds_all";
+    g.initializers["drop_first"] = Tensor::from_vector<int64_t>({1}, {1});
+    g.initializers["to_end"] = Tensor::from_vector<int64_t>({INT64_MAX}, {1});
+    g.nodes.push_back(make_node("drop_one", "Slice", {"image_embeds_all", "drop_first", "to_end"}, {"image_embeds"}));
+    write_onnx(m, d + "/vision.onnx");
+  });
+  nlohmann::json ref = reference(dir);
+  Chat chat(dir, on("cpu", {Device{}}));
+  Turn t = turn_of(dir, ref, ref.at("samples").at(0));
+  std::string err = error_of([&] { chat.generate(t.messages, t.images, GenerateOptions{}); });
+  EXPECT_NE(err.find("vision.onnx returned float32["), std::string::npos) << err;
+  EXPECT_NE(err.find("for image 1 of 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("image embeddings"), std::string::npos) << err;
 }
 
 TEST(VlmChatCli, AnswersWithTheReferenceTokensAndTimings) {
