@@ -138,18 +138,20 @@ def biased_attention(attn, x, cos, sin, bias):
 
 
 class Vision(nn.Module):
-    """vision.onnx: the tower with rotary ids and attention biases as inputs."""
+    """vision.onnx: the tower with rotary ids and attention biases as inputs. embed(pixel_values,
+    rotary_pos_ids, attention_bias) -> patch tokens replaces the tower's own patch embedding
+    where given (a tower whose patch embedding looks at neighbouring patches)."""
 
-    def __init__(self, visual, windowed):
+    def __init__(self, visual, windowed, embed=None):
         super().__init__()
-        self.visual, self.windowed = visual, windowed
+        self.visual, self.windowed, self.embed = visual, windowed, embed
         self.unit = visual.spatial_merge_size ** 2
         self.full = set(getattr(visual, "fullatt_block_indexes", []))
 
     def forward(self, pixel_values, rotary_pos_ids, attention_bias, window_index=None, reverse_window_index=None,
                 window_attention_bias=None):
         v = self.visual
-        x = v.patch_embed(pixel_values)
+        x = v.patch_embed(pixel_values) if self.embed is None else self.embed(pixel_values, rotary_pos_ids, attention_bias)
         freqs = (rotary_pos_ids.to(torch.float32).unsqueeze(-1) * v.rotary_pos_emb.inv_freq).flatten(1)
         if self.windowed:
             n = x.shape[0]
@@ -235,7 +237,7 @@ def export(module, args, path, inputs, outputs, dynamic):
                       opset_version=OPSET, do_constant_folding=True)
 
 
-def export_all(model, variant, out, vision_example):
+def export_all(model, variant, out, vision_example, vision_embed=None):
     windowed = variant == "qwen2.5-vl"
     cfg = model.config
     kvh, hd, layers = cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads, cfg.num_hidden_layers
@@ -249,7 +251,7 @@ def export_all(model, variant, out, vision_example):
         if windowed:
             dyn.update({"window_index": {0: "tokens"}, "reverse_window_index": {0: "tokens"},
                         "window_attention_bias": {0: "patches", 1: "patches"}})
-        export(Vision(model.visual, windowed), args, os.path.join(out, "vision.onnx"), names, ["image_embeds"], dyn)
+        export(Vision(model.visual, windowed, vision_embed), args, os.path.join(out, "vision.onnx"), names, ["image_embeds"], dyn)
 
         embed = model.model.embed_tokens
         ids = torch.tensor([[5, IMAGE_PAD, IMAGE_PAD, 7], [IMAGE_PAD, 9, 10, IMAGE_PAD]])
