@@ -140,7 +140,7 @@ def biased_attention(attn, x, cos, sin, bias):
 class Vision(nn.Module):
     """vision.onnx: the tower with rotary ids and attention biases as inputs. embed(pixel_values,
     rotary_pos_ids, attention_bias) -> patch tokens replaces the tower's own patch embedding
-    where given (a tower whose patch embedding looks at neighbouring patches)."""
+    where given (the demo VLM's, which puts the patches back into the image)."""
 
     def __init__(self, visual, windowed, embed=None):
         super().__init__()

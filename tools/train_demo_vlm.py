@@ -28,7 +28,6 @@ is what greedy decoding gives) on 96 questions about seed 99's scenes.
     python tools/train_demo_vlm.py --work /tmp/demo-vlm-train --export-only
 """
 import argparse
-import json
 import math
 import multiprocessing
 import os
