@@ -19,5 +19,13 @@ std::vector<int64_t> contiguous_strides(const Shape& s);
 std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 // a / b rounded up, for b > 0 and a of either sign (the first tap or output inside a range).
 inline int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+// `count` items in the fewest tiles of at most `most`, split evenly (32 in tiles of up to 6 as
+// 6 6 5 5 5 5, not 6 6 6 6 6 2); tile t holds size(t) items.
+struct EvenTiles {
+  int64_t tiles, base, longer;
+  EvenTiles(int64_t count, int64_t most)
+      : tiles(ceil_div(count, most)), base(tiles ? count / tiles : 0), longer(tiles ? count % tiles : 0) {}
+  int64_t size(int64_t t) const { return base + (t < longer ? 1 : 0); }
+};
 
 }  // namespace vlrt

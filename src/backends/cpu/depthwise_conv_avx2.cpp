@@ -94,8 +94,7 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
   constexpr int64_t kMaxPixels = KW == 7 ? 6 : 8;
   const int64_t lo = std::min(g.ow, ceil_div(s.left, g.sw)),
                 hi = std::max(lo, std::min(g.ow, ceil_div(s.cols - (g.kw - 1) * g.dw + s.left, g.sw)));
-  const int64_t tiles = (hi - lo + kMaxPixels - 1) / kMaxPixels, base = tiles ? (hi - lo) / tiles : 0,
-                longer = tiles ? (hi - lo) % tiles : 0;
+  const EvenTiles split(hi - lo, kMaxPixels);
   const int64_t window = (g.kw - 1) * g.dw + 1;
   thread_local AlignedFloats t_window;
   float* local = grown(t_window, size_t(g.kh * window * 8));
@@ -127,8 +126,8 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
         tile<1, 0>(g, t, out + x * 8);
       };
       for (int64_t x = 0; x < lo; x++) edge(x);
-      for (int64_t k = 0, x = lo; k < tiles; k++) {
-        int pixels = int(base + (k < longer ? 1 : 0));
+      for (int64_t k = 0, x = lo; k < split.tiles; k++) {
+        int pixels = int(split.size(k));
         for (int64_t r = 0; r < t.nrows; r++) at[r] = rows[r] + (x * g.sw - s.left) * 8;
         tile<KW>(pixels, g, t, out + x * 8);
         x += pixels;

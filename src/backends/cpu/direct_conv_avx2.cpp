@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/epilogue_avx2.h"
+#include "ops/shape_util.h"
 
 namespace vlrt::direct {
 
@@ -174,7 +175,7 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     const float* image = source + n * g.x.blocks() * g.x.hp * wp * 8;
     // The chunk's pixels (rows after rows) in tiles of up to 6, split evenly (7 as 4 + 3, not 6 + 1).
     int64_t p0 = chunk * kChunkPixels, p1 = std::min(pixels, p0 + kChunkPixels), count = p1 - p0;
-    int64_t tiles = (count + 5) / 6, base = count / tiles, longer = count % tiles;
+    const EvenTiles split(count, 6);
     // The tiles' windows, stepped along the pixels (no division per tile).
     const float* origins[kChunkPixels];
     for (int64_t p = p0, row = p0 / g.ow, col = p0 % g.ow; p < p1; p++) {
@@ -183,8 +184,8 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     }
     for (int64_t s0 = 0; s0 < groups; s0 += kDepthGroups) {
       int64_t depth = std::min(kDepthGroups, groups - s0);
-      for (int64_t t = 0, a = p0; t < tiles; t++) {
-        int64_t b = a + base + (t < longer ? 1 : 0);
+      for (int64_t t = 0, a = p0; t < split.tiles; t++) {
+        int64_t b = a + split.size(t);
         const float* slice = w + s0 * lanes * 16;
         if (lanes == 8)
           tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);

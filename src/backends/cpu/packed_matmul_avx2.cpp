@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backends/cpu/gemm_tile_avx2.h"
+#include "ops/shape_util.h"
 
 namespace vlrt::packed {
 
@@ -22,9 +23,9 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
       const float* b = panels + (p * k + k0) * 16;
       // The job's rows in tiles of up to 6 split evenly (32 as 6 6 5 5 5 5, not 6 6 6 6 6 2: a
       // tile of 2 rows loads as much of B as one of 6).
-      const int64_t count = r1 - r0, tiles = (count + 5) / 6, base = count / tiles, longer = count % tiles;
-      for (int64_t t = 0, r = r0; t < tiles; t++) {
-        int rows = int(base + (t < longer ? 1 : 0));
+      const EvenTiles split(r1 - r0, 6);
+      for (int64_t t = 0, r = r0; t < split.tiles; t++) {
+        int rows = int(split.size(t));
         const float* a_rows = a + r * k + k0;
         float* c = y + r * n + p * 16;
         if (cols < 16) {  // the last panel: its padding columns go through a scratch tile
