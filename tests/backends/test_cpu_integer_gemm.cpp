@@ -2,7 +2,9 @@
 // every integer op that reaches them, at every instruction set level this machine has above plain,
 // bit for bit, on awkward shapes (odd k, rows and columns off the 6 x 16 tile, k across cache
 // blocks, batches, per-row and per-column zero points, extreme values, groups, padding, stride,
-// dilation, 1x1 and 3-D convolutions).
+// dilation, 1x1 and 3-D convolutions). The weights are constants there, so above plain the
+// nodes run on the packed-weight kernels (backends/cpu/packed_integer.h); the vector loops that
+// quantize, dequantize, requantize and add 8-bit values are checked the same way.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,6 +12,7 @@
 
 #include "backends/cpu/integer_gemm.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/packed_integer.h"
 #include "core/reference_mode.h"
 #include "op_test_util.h"
 
@@ -145,6 +148,100 @@ TEST(CpuIntegerGemm, QuantizedLinearOpsMatchPlain) {
                       {f, random_8bit({37, 11}, 9, DType::i8), test::random_uniform({11}, 10, 0.01f, 0.02f), Tensor(),
                        test::random_uniform({11}, 11)},
                       {}, "com.microsoft");
+}
+
+TEST(CpuIntegerGemm, QGemmMatchesPlain) {
+  Tensor a = random_8bit({5, 37}, 20, DType::u8), b = random_8bit({37, 21}, 21, DType::i8);
+  Tensor bt = random_8bit({21, 37}, 22, DType::i8), c = Tensor::from_vector<int32_t>(std::vector<int32_t>(21, -77), {21});
+  std::vector<Tensor> common = {a, test::f32({0.02f}, {}), scalar_of(DType::u8, 130)};
+  for (bool transposed : {false, true}) {
+    std::vector<Tensor> in = common;
+    for (const Tensor& t : {transposed ? bt : b, test::random_uniform({21}, 23, 0.001f, 0.01f),
+                            Tensor::zeros(DType::i8, {21}), c})
+      in.push_back(t);
+    std::map<std::string, Attribute> attrs = {{"transB", attr_i(transposed ? 1 : 0)}};
+    expect_levels_equal(transposed ? "QGemm, B transposed, float out" : "QGemm, float out", "QGemm", in, attrs,
+                        "com.microsoft");
+    in.push_back(test::f32({0.5f}, {}));
+    in.push_back(scalar_of(DType::u8, 100));
+    expect_levels_equal(transposed ? "QGemm, B transposed" : "QGemm", "QGemm", in, attrs, "com.microsoft");
+  }
+}
+
+// Which nodes the packed-weight kernel takes: a constant 8-bit weight with a constant zero point.
+TEST(CpuIntegerGemm, PackedWeightKernelTakesConstantWeights) {
+  if (!integer_gemm_available()) GTEST_SKIP() << "the packed integer kernels need AVX2";
+  auto taken = [](const std::string& op, const std::vector<Tensor>& inputs, const std::string& domain = "") {
+    Node n = test::make_node(op, inputs.size(), 1, {});
+    n.domain = domain;
+    test::ValueInfos infos(inputs);
+    return packed_integer_prepare_info(n, infos.ptrs).bytes;
+  };
+  Tensor a = random_8bit({4, 40}, 1, DType::u8), b = random_8bit({40, 17}, 2, DType::i8);
+  // (17 columns: 2 panels of 16) x (20 pairs of k) x 32 int16
+  EXPECT_EQ(taken("MatMulInteger", {a, b}), size_t(2 * 20 * 32 * 2));
+  EXPECT_GT(taken("DynamicQuantizeMatMul", {test::random_uniform({4, 40}, 3), b, test::f32({0.1f}, {})},
+                  "com.microsoft"), 0u);
+  EXPECT_GT(taken("ConvInteger", {random_8bit({1, 3, 5, 5}, 4, DType::u8), random_8bit({2, 3, 3, 3}, 5, DType::i8)}), 0u);
+  // A weight that is a computed value (no constant) or 3-D is left to the kernel itself.
+  test::ValueInfos infos(std::vector<Tensor>{a, b});
+  infos.values[1].value.reset();
+  EXPECT_EQ(packed_integer_prepare_info(test::make_node("MatMulInteger", 2, 1, {}), infos.ptrs).bytes, 0u);
+  EXPECT_EQ(taken("MatMulInteger", {random_8bit({2, 4, 40}, 6, DType::u8), random_8bit({2, 40, 17}, 7, DType::i8)}), 0u);
+}
+
+// Values that probe the rounding: exact halves either side of even, the saturation limits, far
+// out of range, infinities and NaN.
+Tensor probing_floats(int64_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const float specials[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 127.5f, 128.5f, -128.5f, 254.5f, 255.5f, 1e9f, -1e9f,
+                            INFINITY, -INFINITY, NAN, 0.f, -0.f};
+  Tensor t(DType::f32, {n});
+  for (int64_t i = 0; i < n; i++) {
+    size_t pick = rng() % 40;
+    t.data<float>()[i] = pick < std::size(specials) ? specials[pick] * scale
+                                                    : (float(int(rng() % 2000)) / 4.f - 250.f) * scale;
+  }
+  return t;
+}
+
+TEST(CpuIntegerGemm, QuantizingLoopsMatchPlain) {
+  for (int64_t n : {1, 7, 8, 33, 1000}) {
+    SCOPED_TRACE(cat("n ", n));
+    Tensor x = probing_floats(n, 0.25f, uint32_t(n));
+    for (DType t : {DType::u8, DType::i8}) {
+      expect_levels_equal("QuantizeLinear", "QuantizeLinear", {x, test::f32({0.25f}, {}), scalar_of(t, t == DType::u8 ? 3 : -2)});
+      expect_levels_equal("DequantizeLinear", "DequantizeLinear", {random_8bit({n}, 9, t), test::f32({0.37f}, {}), scalar_of(t, 5)});
+    }
+    Tensor finite = test::random_uniform({n}, uint32_t(n) + 1, -3.f, 7.f);
+    expect_levels_equal("DynamicQuantizeLinear", "DynamicQuantizeLinear", {finite});
+  }
+  // Per axis: one scale and zero point per channel.
+  Tensor x = probing_floats(3 * 4 * 5, 0.1f, 77);
+  expect_levels_equal("QuantizeLinear per axis", "QuantizeLinear",
+                      {x.reshaped({3, 4, 5}), test::f32({0.1f, 0.2f, 0.05f, 1.f}, {4}),
+                       Tensor::from_vector<uint8_t>({0, 128, 255, 7}, {4})});
+  expect_levels_equal("DequantizeLinear per axis", "DequantizeLinear",
+                      {random_8bit({3, 4, 5}, 78, DType::i8), test::f32({0.1f, 0.2f, 0.05f, 1.f}, {4}),
+                       Tensor::from_vector<int8_t>({0, -128, 127, 7}, {4})});
+}
+
+TEST(CpuIntegerGemm, QLinearAddAndRequantizationMatchPlain) {
+  for (DType t : {DType::u8, DType::i8})
+    for (int64_t n : {5, 64, 1001}) {
+      SCOPED_TRACE(cat(dtype_name(t), " n ", n));
+      Tensor a = random_8bit({n}, 30, t), b = random_8bit({n}, 31, t);
+      expect_levels_equal("QLinearAdd", "QLinearAdd",
+                          {a, test::f32({0.05f}, {}), scalar_of(t, 10), b, test::f32({0.11f}, {}), scalar_of(t, -3 + 3 * (t == DType::u8)),
+                           test::f32({0.07f}, {}), scalar_of(t, t == DType::u8 ? 128 : 0)},
+                          {}, "com.microsoft");
+    }
+  // A requantization that saturates both ways (a small output scale), per channel.
+  Tensor x = random_8bit({1, 6, 9, 9}, 40, DType::u8), w = random_8bit({7, 6, 3, 3}, 41, DType::i8);
+  expect_levels_equal("QLinearConv saturating", "QLinearConv",
+                      {x, test::f32({0.2f}, {}), scalar_of(DType::u8, 120), w, test::random_uniform({7}, 42, 0.01f, 0.05f),
+                       Tensor::zeros(DType::i8, {7}), test::f32({0.01f}, {}), scalar_of(DType::u8, 128)},
+                      {{"pads", attr_ints({1, 1, 1, 1})}});
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/onednn.h"
+#include "backends/cpu/packed_integer.h"
 #include "backends/cpu/packed_matmul.h"
 #include "backends/cpu/winograd_conv.h"
 #include "core/reference_mode.h"
@@ -103,7 +104,8 @@ PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
   if (PrepareInfo winograd = winograd_prepare_info(node, opset, inputs); winograd.bytes) return winograd;
   if (PrepareInfo packed = packed_matmul_prepare_info(node, inputs); packed.bytes) return packed;
   if (PrepareInfo direct = direct_conv_prepare_info(node, opset, inputs); direct.bytes) return direct;
-  return onednn_prepare_info(node, opset, inputs, pool_->size());
+  if (PrepareInfo onednn = onednn_prepare_info(node, opset, inputs, pool_->size()); onednn.bytes) return onednn;
+  return packed_integer_prepare_info(node, inputs);
 }
 
 std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset,
@@ -116,6 +118,7 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
       pool_->use_openmp();  // oneDNN runs on OpenMP's threads: the pool's loops join them
       return fast;
     }
+    if (std::unique_ptr<PreparedKernel> fast = make_packed_integer(node, opset, inputs, *pool_)) return fast;
   }
   const CpuKernel* k = find_cpu_kernel(node.domain, node.op_type);
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;

@@ -25,8 +25,21 @@ struct IntegerGemmA {
 struct IntegerGemmB {
   int64_t k = 0, n = 0;
   std::vector<int16_t> panels;
+  IntegerGemmB() = default;
   IntegerGemmB(int64_t k, int64_t n);  // zeros
   size_t panel_index(int64_t t, int64_t j) const { return size_t(((j / 16) * ((k + 1) / 2) + t / 2) * 32 + (j % 16) * 2 + t % 2); }
+};
+
+// A node's constant weight, less its zero points, packed once by a prepared kernel
+// (packed_integer.h) for integer_matmul (a 2-D B) or integer_conv (each group's weights as A).
+struct PackedIntegerWeight {
+  IntegerGemmB matmul_b;
+  std::vector<IntegerGemmA> conv_groups;
+  size_t bytes() const {
+    size_t total = matmul_b.panels.size() * sizeof(int16_t);
+    for (const IntegerGemmA& g : conv_groups) total += g.tiles.size() * sizeof(int32_t);
+    return total;
+  }
 };
 
 // A is uint8 or int8 (m x k, rows lda apart; a_zp one value or m); B is uint8, int8 or int16

@@ -12,6 +12,8 @@
 
 namespace vlrt {
 
+struct PackedIntegerWeight;
+
 class KernelContext {
  public:
   KernelContext(const Node& node, int64_t opset, ThreadPool& pool, std::vector<const Tensor*> inputs,
@@ -29,6 +31,10 @@ class KernelContext {
   // False for an optional output the model does not use.
   bool has_output(size_t i) const { return i < outputs_.size() && outputs_[i] != nullptr; }
   Tensor& output(size_t i);
+
+  // The node's constant weight as a prepared kernel packed it once (the integer products of
+  // backends/cpu/packed_integer.h); nullptr: a kernel that wants it packed packs it per call.
+  const PackedIntegerWeight* packed_weight = nullptr;
 
  private:
   std::vector<const Tensor*> inputs_;

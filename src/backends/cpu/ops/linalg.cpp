@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/ops/blas.h"
+#include "backends/cpu/ops/quantization.h"
 #include "core/dispatch.h"
 #include "ops/linalg_semantics.h"
 #include "ops/shape_util.h"
@@ -237,6 +238,13 @@ void gemm_kernel(KernelContext& ctx) {
 void matmul_integer_kernel(KernelContext& ctx) {
   const Tensor &a = ctx.input(0), &b = ctx.input(1);
   Tensor& y = ctx.output(0);
+  // Zero points of one value, or one per row of A or column of B: the exact integer product.
+  auto plain = [&](size_t zp) { return !ctx.has_input(zp) || ctx.input(zp).rank() <= 1; };
+  if ((ctx.packed_weight || integer_gemm_available()) && plain(2) && plain(3)) {
+    integer_matmul(a, zero_point_values(ctx, 2), b, zero_point_values(ctx, 3), y.data<int32_t>(), ctx.pool,
+                   ctx.packed_weight);
+    return;
+  }
   const Shape &as = a.shape(), &bs = b.shape();
   int64_t k = as.back();
   int64_t n = bs.size() > 1 ? bs.back() : 1, m = as.size() > 1 ? as[as.size() - 2] : 1;

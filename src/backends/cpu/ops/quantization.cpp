@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backends/cpu/integer_gemm.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 
 namespace vlrt {
@@ -48,10 +50,39 @@ void batch_offsets(const MatMulDims& d, std::vector<int64_t>& a_off, std::vector
 
 }  // namespace
 
+PackedIntegerWeight pack_matmul_weight(const Tensor& b, const std::vector<int32_t>& b_zp, bool transposed,
+                                       ThreadPool& pool) {
+  PackedIntegerWeight packed;
+  dispatch_q8(b.dtype(), [&]<class TB>() {
+    if (!transposed) {
+      packed.matmul_b = pack_integer_b(b.dim(0), b.dim(1), b.data<TB>(), b.dim(1), b_zp, pool);
+      return;
+    }
+    int64_t n = b.dim(0), k = b.dim(1);
+    std::vector<TB> t(size_t(n * k));
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < k; i++) t[size_t(i * n + j)] = b.data<TB>()[j * k + i];
+    packed.matmul_b = pack_integer_b(k, n, t.data(), n, b_zp, pool);
+  });
+  return packed;
+}
+
+void integer_matmul_packed(const Tensor& a, int32_t a_zp, const PackedIntegerWeight& b, int32_t* acc,
+                           ThreadPool& pool) {
+  // B is the same for every product: A's rows, all batches together, through the packed B.
+  int64_t k = b.matmul_b.k;
+  dispatch_q8(a.dtype(), [&]<class TA>() {
+    integer_gemm(pack_integer_a(a.numel() / std::max<int64_t>(k, 1), k, a.data<TA>(), k, {a_zp}, pool), b.matmul_b,
+                 acc, b.matmul_b.n, pool);
+  });
+}
+
 void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Tensor& b,
-                    const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool) {
+                    const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool,
+                    const PackedIntegerWeight* packed) {
   MatMulDims d = matmul_dims(a.shape(), b.shape());
   int64_t rows = a.rank() > 1 ? a.dim(-2) : 1, m = d.m, n = d.n, k = d.k;
+  if (packed && a_zp.size() == 1 && b.rank() == 2 && a.rank() >= 2) return integer_matmul_packed(a, a_zp[0], *packed, acc, pool);
   if (integer_gemm_available() && (a_zp.size() == 1 || int64_t(a_zp.size()) == m)) {
     std::vector<int64_t> a_off, b_off;
     batch_offsets(d, a_off, b_off);
@@ -86,54 +117,66 @@ void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Ten
 
 namespace {
 
-// Columns [o0, o1) of the im2col matrix of one image and group: row c * ks + kk holds
-// x[c, position of output o and kernel offset kk] - x_zp, 0 where that falls in the padding.
-// Columns [o0, o1) of the im2col matrix of one image and group, packed for integer_gemm: row
-// c * ks + kk holds x[c, position of output o and kernel offset kk] - x_zp, 0 where that falls in
-// the padding.
+// Columns [o0, o0 + out.n) of the im2col matrix of one image and group, packed for integer_gemm:
+// row c * ks + kk holds x[c, position of output o and kernel offset kk] - x_zp, 0 (as packed)
+// where that falls in the padding. Walked one output row at a time.
 template <class T>
-void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, IntegerGemmB& out) {
-  int64_t ks = g.k_size(), is = g.in_size(), width = out.n;
-  for (int64_t c = 0; c < cg; c++) {
+void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, IntegerGemmB& out,
+                    ThreadPool& pool) {
+  int64_t ks = g.k_size(), is = g.in_size(), o1 = o0 + out.n, row_len = g.out[2];
+  int64_t panel_stride = (out.k + 1) / 2 * 32;  // int16s from a column's slot to the same slot 16 columns on
+  pool.parallel_for(cg, [&](int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; c++) {
     const T* xc = x + c * is;
     for (int64_t kk = 0; kk < ks; kk++) {
       int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
-      int64_t t = c * ks + kk;
-      // The output position o as (od, oh, ow), advanced one step at a time.
-      int64_t od = o0 / (g.out[1] * g.out[2]), oh = o0 / g.out[2] % g.out[1], ow = o0 % g.out[2];
-      for (int64_t o = 0; o < width; o++) {
-        int64_t id = od * g.stride[0] + kd * g.dil[0] - g.pad[0];
-        int64_t ih = oh * g.stride[1] + kh * g.dil[1] - g.pad[1];
-        int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
-        if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1] && iw >= 0 && iw < g.in[2])
-          out.panels[out.panel_index(t, o)] = int16_t(int32_t(xc[(id * g.in[1] + ih) * g.in[2] + iw]) - x_zp);
-        if (++ow == g.out[2]) {
-          ow = 0;
-          if (++oh == g.out[1]) {
-            oh = 0;
-            ++od;
+      int16_t* dst = out.panels.data() + out.panel_index(c * ks + kk, 0);
+      for (int64_t o = o0; o < o1;) {
+        int64_t line = o / row_len, ow0 = o % row_len, end = std::min(o1, (line + 1) * row_len);
+        int64_t id = line / g.out[1] * g.stride[0] + kd * g.dil[0] - g.pad[0];
+        int64_t ih = line % g.out[1] * g.stride[1] + kh * g.dil[1] - g.pad[1];
+        if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1]) {
+          const T* src = xc + (id * g.in[1] + ih) * g.in[2];
+          for (int64_t j = o - o0, ow = ow0; j < end - o0; j++, ow++) {
+            int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
+            if (iw >= 0 && iw < g.in[2]) dst[(j >> 4) * panel_stride + (j & 15) * 2] = int16_t(int32_t(src[iw]) - x_zp);
           }
         }
+        o = end;
       }
     }
   }
+  }, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, ks * out.n)));
 }
 
-// The convolution as products of the weights (m x c*ks per group, packed once) and im2col blocks
-// of the input.
+// Each group's weights (mg rows of depth values), less their zero points, packed as A.
+template <class TW>
+std::vector<IntegerGemmA> pack_conv_groups(const TW* w, int64_t group, int64_t mg, int64_t depth,
+                                           const std::vector<int32_t>& w_zp, ThreadPool& pool) {
+  std::vector<IntegerGemmA> groups;
+  for (int64_t gi = 0; gi < group; gi++) {
+    std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
+                                               : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
+    groups.push_back(pack_integer_a(mg, depth, w + gi * mg * depth, depth, zp, pool));
+  }
+  return groups;
+}
+
 template <class TX, class TW>
 void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const TW* w,
-                       const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool) {
+                       const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool,
+                       const PackedIntegerWeight* packed) {
   int64_t cg = g.c / g.group, mg = g.m / g.group, ks = g.k_size(), is = g.in_size(), os = g.out_size();
   int64_t depth = cg * ks;
+  std::vector<IntegerGemmA> own;
+  if (!packed) own = pack_conv_groups(w, g.group, mg, depth, w_zp, pool);
+  const std::vector<IntegerGemmA>& groups = packed ? packed->conv_groups : own;
   bool pointwise = ks == 1 && g.in[0] == g.out[0] && g.in[1] == g.out[1] && g.in[2] == g.out[2] &&
                    g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
   // Columns per im2col block: its packed copy stays near 4 MiB.
   int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(2) << 20) / std::max<int64_t>(1, depth)));
   for (int64_t gi = 0; gi < g.group; gi++) {
-    std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
-                                               : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
-    IntegerGemmA weights = pack_integer_a(mg, depth, w + gi * mg * depth, depth, zp, pool);
+    const IntegerGemmA& weights = groups[size_t(gi)];
     for (int64_t ni = 0; ni < g.batch; ni++) {
       const TX* xg = x + (ni * g.c + gi * cg) * is;
       int32_t* y = acc + (ni * g.m + gi * mg) * os;
@@ -143,7 +186,7 @@ void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const T
       }
       for (int64_t o0 = 0; o0 < os; o0 += block) {
         IntegerGemmB cols(depth, std::min(os, o0 + block) - o0);
-        im2col_centred(g, xg, x_zp, cg, o0, cols);
+        im2col_centred(g, xg, x_zp, cg, o0, cols, pool);
         integer_gemm(weights, cols, y + o0, os, pool);
       }
     }
@@ -152,12 +195,23 @@ void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const T
 
 }  // namespace
 
+PackedIntegerWeight pack_conv_weight(const Tensor& w, int64_t group, const std::vector<int32_t>& w_zp,
+                                     ThreadPool& pool) {
+  PackedIntegerWeight packed;
+  int64_t mg = w.dim(0) / group, depth = w.numel() / std::max<int64_t>(1, w.dim(0));
+  dispatch_q8(w.dtype(), [&]<class TW>() {
+    packed.conv_groups = pack_conv_groups(w.data<TW>(), group, mg, depth, w_zp, pool);
+  });
+  return packed;
+}
+
 void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Tensor& w,
-                  const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool) {
-  if (integer_gemm_available()) {
+                  const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool,
+                  const PackedIntegerWeight* packed) {
+  if (packed || integer_gemm_available()) {
     dispatch_q8(x.dtype(), [&]<class TX>() {
       dispatch_q8(w.dtype(), [&]<class TW>() {
-        integer_conv_gemm(g, x.data<TX>(), x_zp, w.data<TW>(), w_zp, acc, pool);
+        integer_conv_gemm(g, x.data<TX>(), x_zp, w.data<TW>(), w_zp, acc, pool, packed);
       });
     });
     return;
@@ -193,15 +247,50 @@ void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Te
 
 DynamicQuant dynamic_quant_params(const float* x, int64_t n) {
   float lo = 0, hi = 0;
-  for (int64_t i = 0; i < n; i++) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
+  const RowKernelsF32* row = row_kernels_f32();
+  if (row && n > 0) {  // the row's extremes, then 0 as the loop below starts from; NaN: that loop
+    lo = std::min(0.0f, row->min_of(x, n));
+    hi = std::max(0.0f, row->max_of(x, n));
+  }
+  if (!row || std::isnan(lo) || std::isnan(hi)) {
+    lo = hi = 0;
+    for (int64_t i = 0; i < n; i++) {
+      lo = std::min(lo, x[i]);
+      hi = std::max(hi, x[i]);
+    }
   }
   DynamicQuant q;
   q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   q.zero_point = int32_t(std::nearbyint(std::clamp(0.0f - lo / q.scale, 0.0f, 255.0f)));
   return q;
 }
+
+template <class T>
+void quantize_floats(const float* x, int64_t n, float scale, int32_t zp, T* y) {
+  const RowKernelsF32* row = row_kernels_f32();
+  if constexpr (sizeof(T) == 1) {
+    if (row) return row->quantize_8bit(x, scale, zp, std::is_signed_v<T>, y, n);
+  }
+  for (int64_t i = 0; i < n; i++) y[i] = quantize_value<T>(x[i] / scale, zp);
+}
+
+template <class T>
+void dequantize_values(const T* x, int64_t n, int32_t zp, float scale, float* y) {
+  const RowKernelsF32* row = row_kernels_f32();
+  if constexpr (sizeof(T) == 1) {
+    if (row) return row->dequantize_8bit(x, std::is_signed_v<T>, zp, scale, y, n);
+  }
+  for (int64_t i = 0; i < n; i++) y[i] = float(int32_t(x[i]) - zp) * scale;
+}
+
+template void quantize_floats<uint8_t>(const float*, int64_t, float, int32_t, uint8_t*);
+template void quantize_floats<int8_t>(const float*, int64_t, float, int32_t, int8_t*);
+template void quantize_floats<uint16_t>(const float*, int64_t, float, int32_t, uint16_t*);
+template void quantize_floats<int16_t>(const float*, int64_t, float, int32_t, int16_t*);
+template void dequantize_values<uint8_t>(const uint8_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
 
 void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
                         const std::vector<float>& bias, float* out) {
@@ -218,8 +307,16 @@ void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
                 int32_t zp, Tensor& y) {
   int64_t channels = int64_t(multiplier.size());
+  const RowKernelsF32* row = row_kernels_f32();
   dispatch_quantized(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
+    if (sizeof(T) == 1 && row && (channels == 1 || inner > 1)) {  // runs of one multiplier, vectorized
+      int64_t run = channels == 1 ? std::max<int64_t>(n, 1) : inner;
+      for (int64_t start = 0; start < n; start += run)
+        row->requantize_8bit(acc + start, multiplier[size_t(channels == 1 ? 0 : start / inner % channels)], zp,
+                             std::is_signed_v<T>, out + start, std::min(run, n - start));
+      return;
+    }
     if (channels > 1 && inner == 1) {  // one multiplier per column: rows of `channels` values
       for (int64_t i = 0; i < n; i += channels)
         for (int64_t j = 0; j < std::min(channels, n - i); j++)
@@ -242,13 +339,32 @@ QuantLayout layout_of(const KernelContext& ctx) {
                       ctx.node.attr_int("block_size", 0));
 }
 
+// Calls f(start, count, parameter index) for the runs of consecutive elements that share a scale
+// and zero point: one run per tensor, one per `inner` elements per axis; none when blocked.
+template <class F>
+bool for_each_parameter_run(const QuantLayout& l, int64_t n, F f) {
+  if (l.block != 0) return false;
+  int64_t run = l.per_tensor ? std::max<int64_t>(n, 1) : l.inner;
+  for (int64_t start = 0; start < n; start += run) f(start, std::min(run, n - start), l.param_index(start));
+  return true;
+}
+
 void quantize_linear_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   QuantLayout l = layout_of(ctx);
   std::vector<float> scale = float_values(ctx, 1);
   std::vector<int32_t> zp = zero_point_values(ctx, 2);
-  std::vector<double> xv = x.to_double_vector();
   Tensor& y = ctx.output(0);
+  if (x.dtype() == DType::f32) {
+    bool done = dispatch_quantized(y.dtype(), [&]<class T>() {
+      return for_each_parameter_run(l, x.numel(), [&](int64_t start, int64_t count, int64_t j) {
+        quantize_floats(x.data<float>() + start, count, scale[size_t(j)], zp[zp.size() == 1 ? 0 : size_t(j)],
+                        y.data<T>() + start);
+      });
+    });
+    if (done) return;
+  }
+  std::vector<double> xv = x.to_double_vector();
   dispatch_quantized(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
     for (int64_t i = 0; i < x.numel(); i++) {
@@ -263,8 +379,17 @@ void dequantize_linear_kernel(KernelContext& ctx) {
   QuantLayout l = layout_of(ctx);
   std::vector<float> scale = float_values(ctx, 1);
   std::vector<int32_t> zp = zero_point_values(ctx, 2);
-  std::vector<double> xv = x.to_double_vector();
   Tensor& y = ctx.output(0);
+  if (y.dtype() == DType::f32 && is_quantized_type(x.dtype())) {
+    bool done = dispatch_quantized(x.dtype(), [&]<class T>() {
+      return for_each_parameter_run(l, x.numel(), [&](int64_t start, int64_t count, int64_t j) {
+        dequantize_values(x.data<T>() + start, count, zp[zp.size() == 1 ? 0 : size_t(j)], scale[size_t(j)],
+                          y.data<float>() + start);
+      });
+    });
+    if (done) return;
+  }
+  std::vector<double> xv = x.to_double_vector();
   dispatch_float(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
     for (int64_t i = 0; i < x.numel(); i++) {
@@ -277,9 +402,7 @@ void dequantize_linear_kernel(KernelContext& ctx) {
 void dynamic_quantize_linear_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   DynamicQuant q = dynamic_quant_params(x.data<float>(), x.numel());
-  uint8_t* y = ctx.output(0).data<uint8_t>();
-  for (int64_t i = 0; i < x.numel(); i++)
-    y[i] = quantize_value<uint8_t>(x.data<float>()[i] / q.scale, q.zero_point);
+  quantize_floats(x.data<float>(), x.numel(), q.scale, q.zero_point, ctx.output(0).data<uint8_t>());
   if (ctx.has_output(1)) ctx.output(1).data<float>()[0] = q.scale;
   if (ctx.has_output(2)) ctx.output(2).data<uint8_t>()[0] = uint8_t(q.zero_point);
 }
@@ -288,7 +411,7 @@ void conv_integer_kernel(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   ConvGeometry g = conv_geometry(ctx.node, ctx.input(0).shape(), ctx.input(1).shape(), y.shape(), false);
   integer_conv(g, ctx.input(0), zero_point_values(ctx, 2)[0], ctx.input(1), zero_point_values(ctx, 3),
-               y.data<int32_t>(), ctx.pool);
+               y.data<int32_t>(), ctx.pool, ctx.packed_weight);
 }
 
 void qlinear_conv_kernel(KernelContext& ctx) {
@@ -296,10 +419,14 @@ void qlinear_conv_kernel(KernelContext& ctx) {
   ConvGeometry g = conv_geometry(ctx.node, ctx.input(0).shape(), ctx.input(3).shape(), y.shape(), false);
   std::vector<int32_t> acc(size_t(y.numel()));
   integer_conv(g, ctx.input(0), zero_point_values(ctx, 2)[0], ctx.input(3), zero_point_values(ctx, 5),
-               acc.data(), ctx.pool);
+               acc.data(), ctx.pool, ctx.packed_weight);
   if (ctx.has_input(8)) {
     const int32_t* bias = ctx.input(8).data<int32_t>();
-    for (size_t i = 0; i < acc.size(); i++) acc[i] += bias[int64_t(i) / g.out_size() % g.m];
+    int64_t os = g.out_size();
+    for (int64_t plane = 0; plane < g.batch * g.m; plane++) {
+      int32_t* p = acc.data() + plane * os;
+      for (int64_t o = 0; o < os; o++) p[o] += bias[plane % g.m];
+    }
   }
   float xs = float_values(ctx, 1)[0], ys = float_values(ctx, 6)[0];
   std::vector<float> mult = float_values(ctx, 4);
@@ -311,7 +438,8 @@ void qlinear_matmul_kernel(KernelContext& ctx) {
   const Tensor &a = ctx.input(0), &b = ctx.input(3);
   Tensor& y = ctx.output(0);
   std::vector<int32_t> acc(size_t(y.numel()));
-  integer_matmul(a, zero_point_values(ctx, 2), b, zero_point_values(ctx, 5), acc.data(), ctx.pool);
+  integer_matmul(a, zero_point_values(ctx, 2), b, zero_point_values(ctx, 5), acc.data(), ctx.pool,
+                 ctx.packed_weight);
   std::vector<float> as = float_values(ctx, 1), bs = float_values(ctx, 4);
   float ys = float_values(ctx, 6)[0];
   int32_t zp = zero_point_values(ctx, 7)[0];

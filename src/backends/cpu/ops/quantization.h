@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/integer_gemm.h"
 #include "backends/cpu/kernel.h"
 #include "ops/linalg_semantics.h"
 #include "ops/quantization_semantics.h"
@@ -18,13 +19,27 @@ std::vector<int32_t> zero_point_values(const KernelContext& ctx, size_t i);
 
 // acc = (a - a_zp) x (b - b_zp) with numpy.matmul's pairing, exact in 64 bits and wrapped to 32 as the
 // spec allows. a_zp is one value or one per row of a; b_zp one value or one per column of b.
+// `packed`: b (2-D) as pack_matmul_weight packed it, read in its place.
 void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Tensor& b,
-                    const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool);
+                    const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool,
+                    const PackedIntegerWeight* packed = nullptr);
+
+// acc = (a - a_zp) x b for a [..., k] and b as pack_matmul_weight packed it (k x n).
+void integer_matmul_packed(const Tensor& a, int32_t a_zp, const PackedIntegerWeight& b, int32_t* acc,
+                           ThreadPool& pool);
 
 // acc = conv(x - x_zp, w - w_zp) over the geometry g; padding contributes nothing (it is x_zp).
-// w_zp is one value or one per output channel.
+// w_zp is one value or one per output channel. `packed`: w as pack_conv_weight packed it.
 void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Tensor& w,
-                  const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool);
+                  const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool,
+                  const PackedIntegerWeight* packed = nullptr);
+
+// What integer_matmul and integer_conv read of a constant weight, packed once (AVX2 only:
+// integer_gemm_available()). b is 2-D, [k, n] or with `transposed` [n, k]; w is [m, c/group, kernel...].
+PackedIntegerWeight pack_matmul_weight(const Tensor& b, const std::vector<int32_t>& b_zp, bool transposed,
+                                       ThreadPool& pool);
+PackedIntegerWeight pack_conv_weight(const Tensor& w, int64_t group, const std::vector<int32_t>& w_zp,
+                                     ThreadPool& pool);
 
 // Calls f.template operator()<T>() with T the 8-bit type of t (uint8 or int8).
 template <class F>
@@ -49,6 +64,13 @@ struct DynamicQuant {
   int32_t zero_point = 0;
 };
 DynamicQuant dynamic_quant_params(const float* x, int64_t n);
+
+// y[i] = quantize_value<T>(x[i] / scale, zp) over n values, through the row kernels' vector loop
+// for 8-bit T where the CPU level has one; and back: y[i] = float(x[i] - zp) * scale.
+template <class T>
+void quantize_floats(const float* x, int64_t n, float scale, int32_t zp, T* y);
+template <class T>
+void dequantize_values(const T* x, int64_t n, int32_t zp, float scale, float* y);
 
 // out[r, j] = float(acc[r, j]) * scale[j] (+ bias[j]) over `rows` rows of n columns; scale holds
 // one value or n, bias none or n. Rounded after each step, as the Cast, Mul and Add nodes it

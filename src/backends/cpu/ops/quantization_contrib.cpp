@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/ops/quantization.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 
@@ -64,9 +66,12 @@ void qlinear_add_kernel(KernelContext& ctx) {
   float ra = pa.scale / pc.scale, rb = pb.scale / pc.scale;
   float fixed = float(pc.zp) - std::fma(ra, float(pa.zp), rb * float(pb.zp));
   bool a_first = a.numel() == 1 && b.numel() != 1;
+  const RowKernelsF32* row = row_kernels_f32();
   dispatch_q8(c.dtype(), [&]<class T>() {
     const T *ad = a.data<T>(), *bd = b.data<T>();
     T* cd = c.data<T>();
+    if (row && a.shape() == c.shape() && b.shape() == c.shape() && a.dtype() == c.dtype() && b.dtype() == c.dtype())
+      return row->qlinear_add_8bit(ad, bd, ra, rb, fixed, a_first, std::is_signed_v<T>, cd, c.numel());
     for_each_broadcast(a, b, c, [&](int64_t i, int64_t ia, int64_t ib) {
       float va = float(ad[ia]), vb = float(bd[ib]);
       float v = a_first ? std::fma(vb, rb, std::fma(va, ra, fixed)) : std::fma(va, ra, std::fma(vb, rb, fixed));
@@ -213,11 +218,15 @@ Tensor maybe_transposed(const Tensor& t, bool trans) {
 // Y = alpha * A_scale * B_scale * ((A - A_zp)(B - B_zp) + C), quantized with y_scale and y_zp when given.
 void qgemm_kernel(KernelContext& ctx) {
   Tensor a = maybe_transposed(ctx.input(0), ctx.node.attr_int("transA", 0) != 0);
-  Tensor b = maybe_transposed(ctx.input(3), ctx.node.attr_int("transB", 0) != 0);
   Tensor& y = ctx.output(0);
   int64_t n = y.dim(1);
   std::vector<int32_t> acc(size_t(y.numel()));
-  integer_matmul(a, zero_point_values(ctx, 2), b, zero_point_values(ctx, 5), acc.data(), ctx.pool);
+  if (ctx.packed_weight) {  // B as a prepared kernel packed it, transposed or not
+    integer_matmul_packed(a, zero_point_values(ctx, 2)[0], *ctx.packed_weight, acc.data(), ctx.pool);
+  } else {
+    Tensor b = maybe_transposed(ctx.input(3), ctx.node.attr_int("transB", 0) != 0);
+    integer_matmul(a, zero_point_values(ctx, 2), b, zero_point_values(ctx, 5), acc.data(), ctx.pool);
+  }
   if (ctx.has_input(6)) {
     const Tensor& c = ctx.input(6);
     std::vector<int64_t> cs = broadcast_strides(c.shape(), y.shape());
@@ -244,7 +253,7 @@ void integer_matmul_to_float(const KernelContext& ctx, const Tensor& a, const st
   const Tensor& b = ctx.input(1);
   int64_t n = b.rank() > 1 ? b.dim(-1) : 1;
   std::vector<int32_t> acc(size_t(y.numel()));
-  integer_matmul(a, a_zp, b, zero_point_values(ctx, b_zp), acc.data(), ctx.pool);
+  integer_matmul(a, a_zp, b, zero_point_values(ctx, b_zp), acc.data(), ctx.pool, ctx.packed_weight);
   std::vector<float> scale = float_values(ctx, b_scale);
   for (float& s : scale) s *= a_scale;
   std::vector<float> bv = ctx.has_input(bias) ? float_values(ctx, bias) : std::vector<float>();
@@ -261,8 +270,7 @@ void dynamic_quantize_matmul_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   DynamicQuant q = dynamic_quant_params(a.data<float>(), a.numel());
   Tensor aq(DType::u8, a.shape());
-  for (int64_t i = 0; i < a.numel(); i++)
-    aq.data<uint8_t>()[i] = quantize_value<uint8_t>(a.data<float>()[i] / q.scale, q.zero_point);
+  quantize_floats(a.data<float>(), a.numel(), q.scale, q.zero_point, aq.data<uint8_t>());
   integer_matmul_to_float(ctx, aq, {q.zero_point}, q.scale, 2, 3, 4, ctx.output(0));
 }
 
