@@ -32,9 +32,10 @@ struct SessionOptions {
   // Fusion passes to run (all by default); none when VLRT_REFERENCE_KERNELS=1 is set, or when a
   // listed device is not a CPU (other backends do not run the fused ops yet).
   FusionOptions fusion;
-  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Off by default
-  // while the integer convolution is the plain reference kernel (a fused QDQ resnet50 computes
-  // ONNX Runtime's exact values but runs 16x slower than unfused); VLRT_FUSE_QDQ=1 turns it on.
+  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Off by default:
+  // on AVX2 without VNNI the exact integer products (int16 pairs) are no faster than float ones
+  // (a QDQ resnet50 runs about as fast fused as unfused, the demo detector's small convolutions
+  // slower), though in less memory (resnet50: 61 MiB peak against 241); VLRT_FUSE_QDQ=1 turns it on.
   // Never with VLRT_REFERENCE_KERNELS=1, or when a listed device is not the CPU.
   bool fuse_qdq = qdq_fusion_requested();
   // Graph inputs whose branch (the values that depend on them alone) is computed once per

@@ -173,8 +173,9 @@ void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const T
   const std::vector<IntegerGemmA>& groups = packed ? packed->conv_groups : own;
   bool pointwise = ks == 1 && g.in[0] == g.out[0] && g.in[1] == g.out[1] && g.in[2] == g.out[2] &&
                    g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
-  // Columns per im2col block: its packed copy stays near 4 MiB.
-  int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(2) << 20) / std::max<int64_t>(1, depth)));
+  // Columns per im2col block, whole panels: its packed copy stays near 256 KiB, in the core's own
+  // cache while im2col writes it (a row of the block touches every panel) and the product reads it.
+  int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(128) << 10) / std::max<int64_t>(1, depth)) / 16 * 16);
   for (int64_t gi = 0; gi < g.group; gi++) {
     const IntegerGemmA& weights = groups[size_t(gi)];
     for (int64_t ni = 0; ni < g.batch; ni++) {
