@@ -152,7 +152,8 @@ TEST(CpuIntegerGemm, QuantizedLinearOpsMatchPlain) {
 
 TEST(CpuIntegerGemm, QGemmMatchesPlain) {
   Tensor a = random_8bit({5, 37}, 20, DType::u8), b = random_8bit({37, 21}, 21, DType::i8);
-  Tensor bt = random_8bit({21, 37}, 22, DType::i8), c = Tensor::from_vector<int32_t>(std::vector<int32_t>(21, -77), {21});
+  Tensor bt = random_8bit({21, 37}, 22, DType::i8),
+         c = Tensor::from_vector<int32_t>(std::vector<int32_t>(21, -77), {21});
   std::vector<Tensor> common = {a, test::f32({0.02f}, {}), scalar_of(DType::u8, 130)};
   for (bool transposed : {false, true}) {
     std::vector<Tensor> in = common;
@@ -160,8 +161,8 @@ TEST(CpuIntegerGemm, QGemmMatchesPlain) {
                             Tensor::zeros(DType::i8, {21}), c})
       in.push_back(t);
     std::map<std::string, Attribute> attrs = {{"transB", attr_i(transposed ? 1 : 0)}};
-    expect_levels_equal(transposed ? "QGemm, B transposed, float out" : "QGemm, float out", "QGemm", in, attrs,
-                        "com.microsoft");
+    expect_levels_equal(transposed ? "QGemm, B transposed, float out" : "QGemm, float out", "QGemm", in,
+                        attrs, "com.microsoft");
     in.push_back(test::f32({0.5f}, {}));
     in.push_back(scalar_of(DType::u8, 100));
     expect_levels_equal(transposed ? "QGemm, B transposed" : "QGemm", "QGemm", in, attrs, "com.microsoft");
@@ -181,21 +182,26 @@ TEST(CpuIntegerGemm, PackedWeightKernelTakesConstantWeights) {
   // (17 columns: 2 panels of 16) x (20 pairs of k) x 32 int16
   EXPECT_EQ(taken("MatMulInteger", {a, b}), size_t(2 * 20 * 32 * 2));
   EXPECT_GT(taken("DynamicQuantizeMatMul", {test::random_uniform({4, 40}, 3), b, test::f32({0.1f}, {})},
-                  "com.microsoft"), 0u);
-  EXPECT_GT(taken("ConvInteger", {random_8bit({1, 3, 5, 5}, 4, DType::u8), random_8bit({2, 3, 3, 3}, 5, DType::i8)}), 0u);
+                  "com.microsoft"),
+            0u);
+  EXPECT_GT(taken("ConvInteger",
+                  {random_8bit({1, 3, 5, 5}, 4, DType::u8), random_8bit({2, 3, 3, 3}, 5, DType::i8)}),
+            0u);
   // A weight that is a computed value (no constant) or 3-D is left to the kernel itself.
   test::ValueInfos infos(std::vector<Tensor>{a, b});
   infos.values[1].value.reset();
   EXPECT_EQ(packed_integer_prepare_info(test::make_node("MatMulInteger", 2, 1, {}), infos.ptrs).bytes, 0u);
-  EXPECT_EQ(taken("MatMulInteger", {random_8bit({2, 4, 40}, 6, DType::u8), random_8bit({2, 40, 17}, 7, DType::i8)}), 0u);
+  EXPECT_EQ(
+      taken("MatMulInteger", {random_8bit({2, 4, 40}, 6, DType::u8), random_8bit({2, 40, 17}, 7, DType::i8)}),
+      0u);
 }
 
 // Values that probe the rounding: exact halves either side of even, the saturation limits, far
 // out of range, infinities and NaN.
 Tensor probing_floats(int64_t n, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
-  const float specials[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 127.5f, 128.5f, -128.5f, 254.5f, 255.5f, 1e9f, -1e9f,
-                            INFINITY, -INFINITY, NAN, 0.f, -0.f};
+  const float specials[] = {0.5f,   1.5f, 2.5f,  -0.5f,    -1.5f,     127.5f, 128.5f, -128.5f, 254.5f,
+                            255.5f, 1e9f, -1e9f, INFINITY, -INFINITY, NAN,    0.f,    -0.f};
   Tensor t(DType::f32, {n});
   for (int64_t i = 0; i < n; i++) {
     size_t pick = rng() % 40;
@@ -210,8 +216,10 @@ TEST(CpuIntegerGemm, QuantizingLoopsMatchPlain) {
     SCOPED_TRACE(cat("n ", n));
     Tensor x = probing_floats(n, 0.25f, uint32_t(n));
     for (DType t : {DType::u8, DType::i8}) {
-      expect_levels_equal("QuantizeLinear", "QuantizeLinear", {x, test::f32({0.25f}, {}), scalar_of(t, t == DType::u8 ? 3 : -2)});
-      expect_levels_equal("DequantizeLinear", "DequantizeLinear", {random_8bit({n}, 9, t), test::f32({0.37f}, {}), scalar_of(t, 5)});
+      expect_levels_equal("QuantizeLinear", "QuantizeLinear",
+                          {x, test::f32({0.25f}, {}), scalar_of(t, t == DType::u8 ? 3 : -2)});
+      expect_levels_equal("DequantizeLinear", "DequantizeLinear",
+                          {random_8bit({n}, 9, t), test::f32({0.37f}, {}), scalar_of(t, 5)});
     }
     Tensor finite = test::random_uniform({n}, uint32_t(n) + 1, -3.f, 7.f);
     expect_levels_equal("DynamicQuantizeLinear", "DynamicQuantizeLinear", {finite});
@@ -232,16 +240,18 @@ TEST(CpuIntegerGemm, QLinearAddAndRequantizationMatchPlain) {
       SCOPED_TRACE(cat(dtype_name(t), " n ", n));
       Tensor a = random_8bit({n}, 30, t), b = random_8bit({n}, 31, t);
       expect_levels_equal("QLinearAdd", "QLinearAdd",
-                          {a, test::f32({0.05f}, {}), scalar_of(t, 10), b, test::f32({0.11f}, {}), scalar_of(t, -3 + 3 * (t == DType::u8)),
-                           test::f32({0.07f}, {}), scalar_of(t, t == DType::u8 ? 128 : 0)},
+                          {a, test::f32({0.05f}, {}), scalar_of(t, 10), b, test::f32({0.11f}, {}),
+                           scalar_of(t, -3 + 3 * (t == DType::u8)), test::f32({0.07f}, {}),
+                           scalar_of(t, t == DType::u8 ? 128 : 0)},
                           {}, "com.microsoft");
     }
   // A requantization that saturates both ways (a small output scale), per channel.
   Tensor x = random_8bit({1, 6, 9, 9}, 40, DType::u8), w = random_8bit({7, 6, 3, 3}, 41, DType::i8);
-  expect_levels_equal("QLinearConv saturating", "QLinearConv",
-                      {x, test::f32({0.2f}, {}), scalar_of(DType::u8, 120), w, test::random_uniform({7}, 42, 0.01f, 0.05f),
-                       Tensor::zeros(DType::i8, {7}), test::f32({0.01f}, {}), scalar_of(DType::u8, 128)},
-                      {{"pads", attr_ints({1, 1, 1, 1})}});
+  expect_levels_equal(
+      "QLinearConv saturating", "QLinearConv",
+      {x, test::f32({0.2f}, {}), scalar_of(DType::u8, 120), w, test::random_uniform({7}, 42, 0.01f, 0.05f),
+       Tensor::zeros(DType::i8, {7}), test::f32({0.01f}, {}), scalar_of(DType::u8, 128)},
+      {{"pads", attr_ints({1, 1, 1, 1})}});
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
   CpuBackend cpu(0, test_pool());
   cpu.set_reference_kernels(false);
   PrepareInfo info = cpu.prepare_info(n, 17, infos.ptrs);
-  if (info.bytes && info.kernel == packed_integer_prepare_info(n, infos.ptrs).kernel) return 0;  // vlrt's AVX2 one
+  if (info.bytes && info.kernel == packed_integer_prepare_info(n, infos.ptrs).kernel)
+    return 0;  // vlrt's AVX2 one
   if (info.bytes) {
     EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{n.op_type.starts_with("QLinear") ? 3u : 1u}) << n.op_type;
   }

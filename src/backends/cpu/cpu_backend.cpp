@@ -104,7 +104,8 @@ PrepareInfo CpuBackend::prepare_info(const Node& node, int64_t opset,
   if (PrepareInfo winograd = winograd_prepare_info(node, opset, inputs); winograd.bytes) return winograd;
   if (PrepareInfo packed = packed_matmul_prepare_info(node, inputs); packed.bytes) return packed;
   if (PrepareInfo direct = direct_conv_prepare_info(node, opset, inputs); direct.bytes) return direct;
-  if (PrepareInfo onednn = onednn_prepare_info(node, opset, inputs, pool_->size()); onednn.bytes) return onednn;
+  if (PrepareInfo onednn = onednn_prepare_info(node, opset, inputs, pool_->size()); onednn.bytes)
+    return onednn;
   return packed_integer_prepare_info(node, inputs);
 }
 

@@ -51,7 +51,8 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
     int64_t group = node.attr_int("group", 1);
     if (s.size() < 3 || group < 1 || s[0] % group != 0) return std::nullopt;
     int64_t mg = s[0] / group, depth = shape_numel(s) / s[0], strips = (mg + 5) / 6, pairs = (depth + 1) / 2;
-    p.bytes = size_t(group * strips * ((pairs + 255) / 256 * 256) * 6) * sizeof(int32_t);  // pack_integer_a's tiles
+    // pack_integer_a's tiles
+    p.bytes = size_t(group * strips * ((pairs + 255) / 256 * 256) * 6) * sizeof(int32_t);
   } else {
     if (s.size() != 2) return std::nullopt;
     int64_t k = slot->transposed ? s[1] : s[0], n = slot->transposed ? s[0] : s[1];
@@ -69,11 +70,15 @@ std::vector<int32_t> zero_points(const ValueInfo* zp) {
 class PackedIntegerKernel : public PreparedKernel {
  public:
   PackedIntegerKernel(const Node& node, int64_t opset, PackedIntegerWeight weight)
-      : node_(node), opset_(opset), weight_(std::move(weight)), kernel_(find_cpu_kernel(node.domain, node.op_type)) {}
+      : node_(node),
+        opset_(opset),
+        weight_(std::move(weight)),
+        kernel_(find_cpu_kernel(node.domain, node.op_type)) {}
 
   size_t bytes() const override { return weight_.bytes(); }
 
-  void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs, ThreadPool& pool) override {
+  void run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+           ThreadPool& pool) override {
     KernelContext ctx(node_, opset_, pool, inputs, outputs);
     ctx.packed_weight = &weight_;
     kernel_->fn(ctx);
@@ -94,7 +99,8 @@ PrepareInfo packed_integer_prepare_info(const Node& node, const std::vector<cons
 }
 
 std::unique_ptr<PreparedKernel> make_packed_integer(const Node& node, int64_t opset,
-                                                    const std::vector<const ValueInfo*>& inputs, ThreadPool& pool) {
+                                                    const std::vector<const ValueInfo*>& inputs,
+                                                    ThreadPool& pool) {
   std::optional<Plan> p = plan_packed(node, inputs);
   if (!p || !find_cpu_kernel(node.domain, node.op_type)) return nullptr;
   const Tensor& w = *inputs[p->slot.weight]->value;

@@ -19,6 +19,7 @@ namespace vlrt {
 PrepareInfo packed_integer_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs);
 // That kernel, the weight packed on `pool`; nullptr where it does not take the node.
 std::unique_ptr<PreparedKernel> make_packed_integer(const Node& node, int64_t opset,
-                                                    const std::vector<const ValueInfo*>& inputs, ThreadPool& pool);
+                                                    const std::vector<const ValueInfo*>& inputs,
+                                                    ThreadPool& pool);
 
 }  // namespace vlrt

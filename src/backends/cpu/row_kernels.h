@@ -56,7 +56,8 @@ struct RowKernelsF32 {
   void (*quantize_8bit)(const float* x, float scale, int32_t zp, bool is_signed, void* y, int64_t n);
   void (*dequantize_8bit)(const void* x, bool is_signed, int32_t zp, float scale, float* y, int64_t n);
   // y[i] = Saturate(RoundHalfToEven(float(acc[i]) * multiplier) + zp): requantized 32-bit sums.
-  void (*requantize_8bit)(const int32_t* acc, float multiplier, int32_t zp, bool is_signed, void* y, int64_t n);
+  void (*requantize_8bit)(const int32_t* acc, float multiplier, int32_t zp, bool is_signed, void* y,
+                          int64_t n);
   // ONNX Runtime's QLinearAdd on raw 8-bit values of one type: c[i] = Saturate(RoundHalfToEven(
   // fma(a[i], ra, fma(b[i], rb, fixed)))), or with b_first fma(b[i], rb, fma(a[i], ra, fixed)).
   void (*qlinear_add_8bit)(const void* a, const void* b, float ra, float rb, float fixed, bool b_first,

@@ -72,8 +72,8 @@ void integer_matmul_packed(const Tensor& a, int32_t a_zp, const PackedIntegerWei
   // B is the same for every product: A's rows, all batches together, through the packed B.
   int64_t k = b.matmul_b.k;
   dispatch_q8(a.dtype(), [&]<class TA>() {
-    integer_gemm(pack_integer_a(a.numel() / std::max<int64_t>(k, 1), k, a.data<TA>(), k, {a_zp}, pool), b.matmul_b,
-                 acc, b.matmul_b.n, pool);
+    integer_gemm(pack_integer_a(a.numel() / std::max<int64_t>(k, 1), k, a.data<TA>(), k, {a_zp}, pool),
+                 b.matmul_b, acc, b.matmul_b.n, pool);
   });
 }
 
@@ -82,7 +82,8 @@ void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Ten
                     const PackedIntegerWeight* packed) {
   MatMulDims d = matmul_dims(a.shape(), b.shape());
   int64_t rows = a.rank() > 1 ? a.dim(-2) : 1, m = d.m, n = d.n, k = d.k;
-  if (packed && a_zp.size() == 1 && b.rank() == 2 && a.rank() >= 2) return integer_matmul_packed(a, a_zp[0], *packed, acc, pool);
+  if (packed && a_zp.size() == 1 && b.rank() == 2 && a.rank() >= 2)
+    return integer_matmul_packed(a, a_zp[0], *packed, acc, pool);
   if (integer_gemm_available() && (a_zp.size() == 1 || int64_t(a_zp.size()) == m)) {
     std::vector<int64_t> a_off, b_off;
     batch_offsets(d, a_off, b_off);
@@ -121,32 +122,35 @@ namespace {
 // row c * ks + kk holds x[c, position of output o and kernel offset kk] - x_zp, 0 (as packed)
 // where that falls in the padding. Walked one output row at a time.
 template <class T>
-void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0, IntegerGemmB& out,
-                    ThreadPool& pool) {
+void im2col_centred(const ConvGeometry& g, const T* x, int32_t x_zp, int64_t cg, int64_t o0,
+                    IntegerGemmB& out, ThreadPool& pool) {
   int64_t ks = g.k_size(), is = g.in_size(), o1 = o0 + out.n, row_len = g.out[2];
   int64_t panel_stride = (out.k + 1) / 2 * 32;  // int16s from a column's slot to the same slot 16 columns on
-  pool.parallel_for(cg, [&](int64_t c0, int64_t c1) {
-  for (int64_t c = c0; c < c1; c++) {
-    const T* xc = x + c * is;
-    for (int64_t kk = 0; kk < ks; kk++) {
-      int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
-      int16_t* dst = out.panels.data() + out.panel_index(c * ks + kk, 0);
-      for (int64_t o = o0; o < o1;) {
-        int64_t line = o / row_len, ow0 = o % row_len, end = std::min(o1, (line + 1) * row_len);
-        int64_t id = line / g.out[1] * g.stride[0] + kd * g.dil[0] - g.pad[0];
-        int64_t ih = line % g.out[1] * g.stride[1] + kh * g.dil[1] - g.pad[1];
-        if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1]) {
-          const T* src = xc + (id * g.in[1] + ih) * g.in[2];
-          for (int64_t j = o - o0, ow = ow0; j < end - o0; j++, ow++) {
-            int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
-            if (iw >= 0 && iw < g.in[2]) dst[(j >> 4) * panel_stride + (j & 15) * 2] = int16_t(int32_t(src[iw]) - x_zp);
+  auto channels = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; c++) {
+      const T* xc = x + c * is;
+      for (int64_t kk = 0; kk < ks; kk++) {
+        int64_t kd = kk / (g.k[1] * g.k[2]), kh = kk / g.k[2] % g.k[1], kw = kk % g.k[2];
+        int16_t* dst = out.panels.data() + out.panel_index(c * ks + kk, 0);
+        for (int64_t o = o0; o < o1;) {
+          int64_t line = o / row_len, ow0 = o % row_len, end = std::min(o1, (line + 1) * row_len);
+          int64_t id = line / g.out[1] * g.stride[0] + kd * g.dil[0] - g.pad[0];
+          int64_t ih = line % g.out[1] * g.stride[1] + kh * g.dil[1] - g.pad[1];
+          if (id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1]) {
+            const T* src = xc + (id * g.in[1] + ih) * g.in[2];
+            for (int64_t j = o - o0, ow = ow0; j < end - o0; j++, ow++) {
+              int64_t iw = ow * g.stride[2] + kw * g.dil[2] - g.pad[2];
+              if (iw >= 0 && iw < g.in[2])
+                dst[(j >> 4) * panel_stride + (j & 15) * 2] = int16_t(int32_t(src[iw]) - x_zp);
+            }
           }
+          o = end;
         }
-        o = end;
       }
     }
-  }
-  }, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, ks * out.n)));
+  };
+  pool.parallel_for(cg, channels,
+                    std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(1, ks * out.n)));
 }
 
 // Each group's weights (mg rows of depth values), less their zero points, packed as A.
@@ -155,13 +159,15 @@ std::vector<IntegerGemmA> pack_conv_groups(const TW* w, int64_t group, int64_t m
                                            const std::vector<int32_t>& w_zp, ThreadPool& pool) {
   std::vector<IntegerGemmA> groups;
   for (int64_t gi = 0; gi < group; gi++) {
-    std::vector<int32_t> zp = w_zp.size() == 1 ? w_zp
-                                               : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
+    std::vector<int32_t> zp =
+        w_zp.size() == 1 ? w_zp : std::vector<int32_t>(w_zp.begin() + gi * mg, w_zp.begin() + (gi + 1) * mg);
     groups.push_back(pack_integer_a(mg, depth, w + gi * mg * depth, depth, zp, pool));
   }
   return groups;
 }
 
+// The convolution as products of the weights (m x c*ks per group, packed once) and im2col blocks
+// of the input.
 template <class TX, class TW>
 void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const TW* w,
                        const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool,
@@ -173,9 +179,11 @@ void integer_conv_gemm(const ConvGeometry& g, const TX* x, int32_t x_zp, const T
   const std::vector<IntegerGemmA>& groups = packed ? packed->conv_groups : own;
   bool pointwise = ks == 1 && g.in[0] == g.out[0] && g.in[1] == g.out[1] && g.in[2] == g.out[2] &&
                    g.pad[0] == 0 && g.pad[1] == 0 && g.pad[2] == 0;
-  // Columns per im2col block, whole panels: its packed copy stays near 256 KiB, in the core's own
-  // cache while im2col writes it (a row of the block touches every panel) and the product reads it.
-  int64_t block = std::max<int64_t>(16, std::min<int64_t>(os, (int64_t(128) << 10) / std::max<int64_t>(1, depth)) / 16 * 16);
+  // Columns per im2col block (all of them, or whole panels): its packed copy stays near 256 KiB, in
+  // the core's own cache while im2col writes it (a row of the block touches every panel) and the
+  // product reads it.
+  int64_t fit = (int64_t(128) << 10) / std::max<int64_t>(1, depth);
+  int64_t block = os <= fit ? os : std::max<int64_t>(16, fit / 16 * 16);
   for (int64_t gi = 0; gi < g.group; gi++) {
     const IntegerGemmA& weights = groups[size_t(gi)];
     for (int64_t ni = 0; ni < g.batch; ni++) {
@@ -314,8 +322,8 @@ void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multipl
     if (sizeof(T) == 1 && row && (channels == 1 || inner > 1)) {  // runs of one multiplier, vectorized
       int64_t run = channels == 1 ? std::max<int64_t>(n, 1) : inner;
       for (int64_t start = 0; start < n; start += run)
-        row->requantize_8bit(acc + start, multiplier[size_t(channels == 1 ? 0 : start / inner % channels)], zp,
-                             std::is_signed_v<T>, out + start, std::min(run, n - start));
+        row->requantize_8bit(acc + start, multiplier[size_t(channels == 1 ? 0 : start / inner % channels)],
+                             zp, std::is_signed_v<T>, out + start, std::min(run, n - start));
       return;
     }
     if (channels > 1 && inner == 1) {  // one multiplier per column: rows of `channels` values

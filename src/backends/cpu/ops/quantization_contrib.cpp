@@ -70,7 +70,8 @@ void qlinear_add_kernel(KernelContext& ctx) {
   dispatch_q8(c.dtype(), [&]<class T>() {
     const T *ad = a.data<T>(), *bd = b.data<T>();
     T* cd = c.data<T>();
-    if (row && a.shape() == c.shape() && b.shape() == c.shape() && a.dtype() == c.dtype() && b.dtype() == c.dtype())
+    if (row && a.shape() == c.shape() && b.shape() == c.shape() && a.dtype() == c.dtype() &&
+        b.dtype() == c.dtype())
       return row->qlinear_add_8bit(ad, bd, ra, rb, fixed, a_first, std::is_signed_v<T>, cd, c.numel());
     for_each_broadcast(a, b, c, [&](int64_t i, int64_t ia, int64_t ib) {
       float va = float(ad[ia]), vb = float(bd[ib]);
