@@ -34,8 +34,18 @@ bool integer_gemm_available() {
 #endif
 }
 
+size_t integer_gemm_a_elements(int64_t m, int64_t k) {
+  int64_t kp = (k + 1) / 2, strips = (m + kRows - 1) / kRows,
+          blocks = (kp + kPairsPerBlock - 1) / kPairsPerBlock;
+  return size_t(blocks * strips * kPairsPerBlock * kRows);
+}
+
+size_t integer_gemm_b_elements(int64_t k, int64_t n) {
+  return size_t((n + kCols - 1) / kCols * ((k + 1) / 2) * 2 * kCols);
+}
+
 IntegerGemmB::IntegerGemmB(int64_t k_, int64_t n_)
-    : k(k_), n(n_), panels(size_t((n_ + kCols - 1) / kCols * ((k_ + 1) / 2) * 2 * kCols), 0) {}
+    : k(k_), n(n_), panels(integer_gemm_b_elements(k_, n_), 0) {}
 
 template <class TA>
 IntegerGemmA pack_integer_a(int64_t m, int64_t k, const TA* a, int64_t lda, const std::vector<int32_t>& zp,
@@ -43,8 +53,8 @@ IntegerGemmA pack_integer_a(int64_t m, int64_t k, const TA* a, int64_t lda, cons
   // For each block of kPairsPerBlock pairs of k, each strip of 6 rows holds the block's pairs as
   // 6 int32 each (rows past m and k past its end are 0): strip s of block b starts at
   // (b * strips + s) * kPairsPerBlock * 6.
-  int64_t kp = (k + 1) / 2, strips = (m + kRows - 1) / kRows, blocks = (kp + kPairsPerBlock - 1) / kPairsPerBlock;
-  IntegerGemmA packed{m, k, std::vector<int32_t>(size_t(blocks * strips * kPairsPerBlock * kRows), 0)};
+  int64_t kp = (k + 1) / 2, strips = (m + kRows - 1) / kRows;
+  IntegerGemmA packed{m, k, std::vector<int32_t>(integer_gemm_a_elements(m, k), 0)};
   pool.parallel_for(strips, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; s++)
       for (int64_t r = 0; r < kRows && s * kRows + r < m; r++) {

@@ -16,6 +16,11 @@ namespace vlrt {
 // Whether integer_gemm runs here: an AVX2 CPU level and not the reference path.
 bool integer_gemm_available();
 
+// Elements of the packed A (int32 pairs) and B (int16) for these sizes: what the packers below
+// allocate, and what a prepared kernel tells the planner before packing.
+size_t integer_gemm_a_elements(int64_t m, int64_t k);
+size_t integer_gemm_b_elements(int64_t k, int64_t n);
+
 // A, less its zero points, in the tiles integer_gemm reads (packed once, used for many B).
 struct IntegerGemmA {
   int64_t m = 0, k = 0;

@@ -50,13 +50,11 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   if (slot->conv) {
     int64_t group = node.attr_int("group", 1);
     if (s.size() < 3 || group < 1 || s[0] % group != 0) return std::nullopt;
-    int64_t mg = s[0] / group, depth = shape_numel(s) / s[0], strips = (mg + 5) / 6, pairs = (depth + 1) / 2;
-    // pack_integer_a's tiles
-    p.bytes = size_t(group * strips * ((pairs + 255) / 256 * 256) * 6) * sizeof(int32_t);
+    p.bytes = size_t(group) * integer_gemm_a_elements(s[0] / group, shape_numel(s) / s[0]) * sizeof(int32_t);
   } else {
     if (s.size() != 2) return std::nullopt;
     int64_t k = slot->transposed ? s[1] : s[0], n = slot->transposed ? s[0] : s[1];
-    p.bytes = size_t((n + 15) / 16 * ((k + 1) / 2) * 32) * sizeof(int16_t);  // IntegerGemmB's panels
+    p.bytes = integer_gemm_b_elements(k, n) * sizeof(int16_t);
   }
   return p;
 }

@@ -50,19 +50,24 @@ void batch_offsets(const MatMulDims& d, std::vector<int64_t>& a_off, std::vector
 
 }  // namespace
 
+Tensor maybe_transposed(const Tensor& t, bool trans) {
+  if (!trans) return t;
+  Tensor r(t.dtype(), {t.dim(1), t.dim(0)});
+  dispatch_q8(t.dtype(), [&]<class T>() {
+    const T* s = t.data<T>();
+    T* d = r.data<T>();
+    for (int64_t i = 0; i < t.dim(0); i++)
+      for (int64_t j = 0; j < t.dim(1); j++) d[j * t.dim(0) + i] = s[i * t.dim(1) + j];
+  });
+  return r;
+}
+
 PackedIntegerWeight pack_matmul_weight(const Tensor& b, const std::vector<int32_t>& b_zp, bool transposed,
                                        ThreadPool& pool) {
   PackedIntegerWeight packed;
-  dispatch_q8(b.dtype(), [&]<class TB>() {
-    if (!transposed) {
-      packed.matmul_b = pack_integer_b(b.dim(0), b.dim(1), b.data<TB>(), b.dim(1), b_zp, pool);
-      return;
-    }
-    int64_t n = b.dim(0), k = b.dim(1);
-    std::vector<TB> t(size_t(n * k));
-    for (int64_t j = 0; j < n; j++)
-      for (int64_t i = 0; i < k; i++) t[size_t(i * n + j)] = b.data<TB>()[j * k + i];
-    packed.matmul_b = pack_integer_b(k, n, t.data(), n, b_zp, pool);
+  Tensor kn = maybe_transposed(b, transposed);
+  dispatch_q8(kn.dtype(), [&]<class TB>() {
+    packed.matmul_b = pack_integer_b(kn.dim(0), kn.dim(1), kn.data<TB>(), kn.dim(1), b_zp, pool);
   });
   return packed;
 }

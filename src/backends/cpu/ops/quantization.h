@@ -34,6 +34,9 @@ void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Te
                   const std::vector<int32_t>& w_zp, int32_t* acc, ThreadPool& pool,
                   const PackedIntegerWeight* packed = nullptr);
 
+// An 8-bit [M, K] matrix, or (trans) the transpose of one, as a contiguous [M, K] copy.
+Tensor maybe_transposed(const Tensor& t, bool trans);
+
 // What integer_matmul and integer_conv read of a constant weight, packed once (AVX2 only:
 // integer_gemm_available()). b is 2-D, [k, n] or with `transposed` [n, k]; w is [m, c/group, kernel...].
 PackedIntegerWeight pack_matmul_weight(const Tensor& b, const std::vector<int32_t>& b_zp, bool transposed,

@@ -203,19 +203,6 @@ void qlinear_average_pool_kernel(KernelContext& ctx) {
   });
 }
 
-// A [M,K] or its transpose as a contiguous [M,K] copy.
-Tensor maybe_transposed(const Tensor& t, bool trans) {
-  if (!trans) return t;
-  Tensor r(t.dtype(), {t.dim(1), t.dim(0)});
-  dispatch_q8(t.dtype(), [&]<class T>() {
-    const T* s = t.data<T>();
-    T* d = r.data<T>();
-    for (int64_t i = 0; i < t.dim(0); i++)
-      for (int64_t j = 0; j < t.dim(1); j++) d[j * t.dim(0) + i] = s[i * t.dim(1) + j];
-  });
-  return r;
-}
-
 // Y = alpha * A_scale * B_scale * ((A - A_zp)(B - B_zp) + C), quantized with y_scale and y_zp when given.
 void qgemm_kernel(KernelContext& ctx) {
   Tensor a = maybe_transposed(ctx.input(0), ctx.node.attr_int("transA", 0) != 0);
