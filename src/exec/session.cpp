@@ -8,6 +8,7 @@
 #include "ops/op_schema.h"
 #include "passes/canonicalize.h"
 #include "passes/control_flow.h"
+#include "passes/half_weights.h"
 
 namespace vlrt {
 
@@ -44,9 +45,13 @@ Session::Session(Model model, SessionOptions options)
   // Before folding, which would turn the weights' DequantizeLinear nodes into float constants.
   if (options_.fuse_qdq && fuse_for_cpu) qdq_fusion_ = fuse_qdq(model_);
   try {
-    fold_constants(model_, host());
-    while (inline_constant_ifs(model_) > 0) fold_constants(model_, host());
+    // Weights stored in half precision stay so where the fused products read them as stored.
+    std::unordered_set<std::string> half_weights;
+    if (fuse_for_cpu) half_weights = keep_half_weights(model_, options_.fusion, host());
+    fold_constants(model_, host(), half_weights);
+    while (inline_constant_ifs(model_) > 0) fold_constants(model_, host(), half_weights);
     if (fuse_for_cpu) fusion_report_ = fuse(model_, options_.fusion, host());
+    if (!half_weights.empty()) fold_constants(model_, host());  // the Casts no product took
     FusionReport qdq;  // the QDQ rewrites first: they ran first
     for (auto& [rewrite, n] : qdq_fusion_) qdq.push_back({"QDQ " + rewrite, n});
     fusion_report_.insert(fusion_report_.begin(), qdq.begin(), qdq.end());

@@ -5,7 +5,8 @@
 //   Y = act(MatMul(A, B') + Bias + Z), B' = B with its last two axes swapped when transB = 1.
 //   MatMul broadcasting as ONNX MatMul; Bias has shape [N] (added to every row); Z has exactly
 //   Y's shape. Attributes: transB (0), activation ("" = none) and activation_params, as FusedConv's
-//   (ops/contrib_semantics.h lists them).
+//   (ops/contrib_semantics.h lists them). B may also be float16 or bfloat16 where A is float32: a
+//   weight stored in half precision, used as its exact float32 value (MatMul(A, Cast(B))).
 //
 // vlrt.Attention(Q, K, V, Mask?) -> Y
 //   Scaled dot-product attention over rank-3 or rank-4 float32 tensors. q_perm, k_perm, v_perm
@@ -27,10 +28,13 @@ namespace {
 void infer_fused_matmul(InferContext& ctx) {
   DType t = ctx.input_dtype(0);
   VLRT_CHECK(dtype_is_float(t), "A must be a floating-point tensor, got ", dtype_name(t));
-  for (size_t i = 1; i < ctx.input_count(); i++)
-    if (ctx.has_input(i))
-      VLRT_CHECK(ctx.input_dtype(i) == t, "input ", i, " is ", dtype_name(ctx.input_dtype(i)), " but A is ",
-                 dtype_name(t), "; they must match");
+  for (size_t i = 1; i < ctx.input_count(); i++) {
+    if (!ctx.has_input(i)) continue;
+    DType d = ctx.input_dtype(i);
+    bool half_weight = i == 1 && t == DType::f32 && (d == DType::f16 || d == DType::bf16);
+    VLRT_CHECK(d == t || half_weight, "input ", i, " is ", dtype_name(d), " but A is ", dtype_name(t),
+               "; they must match (B may be float16 or bfloat16 where A is float32)");
+  }
   fused_conv_activation(ctx.node);
   Shape b = ctx.input_shape(1);
   VLRT_CHECK(b.size() >= 2 || !ctx.node.attr_int("transB", 0), "transB needs B of rank >= 2, got ", shape_str(b));

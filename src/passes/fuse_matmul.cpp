@@ -1,12 +1,22 @@
 // MatMul or Gemm + bias Add [+ residual Add] [+ activation] as vlrt.FusedMatMul:
-// Y = act(A B + Bias + Z), Bias over the last axis, Z of exactly the product's shape.
+// Y = act(A B + Bias + Z), Bias over the last axis, Z of exactly the product's shape. A weight
+// stored in half precision (B = Cast(float16 or bfloat16 initializer), as `vlrt quantize --fp16`
+// writes) is given to the fused node as it is stored, so that it stays half the bytes.
 #include "passes/fusion_graph.h"
+#include "passes/half_weights.h"
 
 namespace vlrt {
 
 namespace {
 
 bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+
+// The half-precision initializer that v is the float32 Cast of (kept unfolded by
+// keep_half_weights), or "" when v is something else.
+std::string half_source(FusionGraph& g, const std::string& v) {
+  Node* cast = g.producer(v);
+  return cast && casts_half_initializer(*cast, g.model.graph) ? cast->inputs[0] : "";
+}
 
 // A constant that adds the same value to every row of a product with n columns ([n], [1, n],
 // [1, 1, n] ...), as a [n] tensor; nullopt otherwise. `product_rank` bounds its rank.
@@ -52,11 +62,12 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   if (g.facts.dtype(y) != DType::f32 || !rank || !b_shape || b_shape->size() < 2) return;
   bool trans_b = gemm && product.attr_int("transB", 0);
   int64_t n = trans_b ? (*b_shape)[b_shape->size() - 2] : b_shape->back();
+  const std::string half_b = b_shape->size() == 2 ? half_source(g, product.inputs[1]) : "";
   Node fused;
   fused.name = product.name;
   fused.op_type = "FusedMatMul";
   fused.domain = "vlrt";
-  fused.inputs = {product.inputs[0], product.inputs[1], "", ""};
+  fused.inputs = {product.inputs[0], half_b.empty() ? product.inputs[1] : half_b, "", ""};
   std::string pattern = product.op_type;
   std::vector<size_t> chain;
   if (gemm) {
@@ -76,11 +87,14 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
     size_t add_index;
     Node* add = single_add(g, y, &other, &add_index);
     std::optional<Tensor> bias = add ? row_bias(g, other, n, *rank) : std::nullopt;
-    if (!bias) return;
-    fused.inputs[2] = bias->shape() == g.constant(other)->shape() ? other : g.add_constant(other + "_row", *bias);
-    pattern += "+Add";
-    chain.push_back(add_index);
-    y = add->outputs[0];
+    if (bias) {
+      fused.inputs[2] = bias->shape() == g.constant(other)->shape() ? other : g.add_constant(other + "_row", *bias);
+      pattern += "+Add";
+      chain.push_back(add_index);
+      y = add->outputs[0];
+    } else if (half_b.empty()) {
+      return;
+    }
   }
   std::string other;
   size_t add_index;
@@ -98,9 +112,12 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
     chain.insert(chain.end(), act->nodes.begin(), act->nodes.end());
     y = act->output;
   }
-  if (chain.empty()) return;  // a Gemm alone gains nothing from the rewrite
+  // A product alone gains nothing from the rewrite, unless it keeps its weight in half precision.
+  if (chain.empty() && half_b.empty()) return;
+  if (half_b.size()) pattern += " (" + std::string(dtype_name(g.constant(half_b)->dtype())) + " weight)";
   if (trans_b) {
-    if (auto bt = transposed_constant(g, product.inputs[1])) {
+    auto bt = half_b.empty() ? transposed_constant(g, product.inputs[1]) : std::nullopt;
+    if (bt) {
       fused.inputs[1] = g.add_constant(product.inputs[1] + "_t", *bt);
     } else {
       Attribute t;
@@ -112,8 +129,10 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();
   fused.outputs = {y};
   chain.push_back(index);
+  const std::string weight = product.inputs[1];
   g.replace_all(chain, std::move(fused));
   counts[pattern]++;
+  if (!half_b.empty() && g.users(weight).empty() && !g.pinned(weight)) g.remove(size_t(g.producer_index(weight)));
 }
 
 }  // namespace

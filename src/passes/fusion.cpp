@@ -8,7 +8,7 @@ namespace vlrt {
 
 FusionOptions FusionOptions::none() {
   FusionOptions o;
-  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.dynamic_quant_matmul = o.conv_layout = false;
+  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.dynamic_quant_matmul = o.conv_layout = o.half_weights = false;
   return o;
 }
 

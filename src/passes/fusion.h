@@ -27,6 +27,9 @@ struct FusionOptions {
   bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).
   bool conv_layout = true;
+  // Weights stored in float16 or bfloat16 (a Cast of the initializer) stay so for the products
+  // and Gathers that read them, where the backend reads them so (passes/half_weights.h).
+  bool half_weights = true;
   // Every pass off.
   static FusionOptions none();
 };

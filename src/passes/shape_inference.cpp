@@ -66,14 +66,14 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
   return out;
 }
 
-size_t fold_constants(Model& model, Backend& host) {
+size_t fold_constants(Model& model, Backend& host, const std::unordered_set<std::string>& keep) {
   Graph& g = model.graph;
   std::unordered_set<std::string> constant;
   for (auto& [name, t] : g.initializers) constant.insert(name);
   std::vector<Node> kept;
   size_t removed = 0;
   for (auto& node : g.nodes) {
-    bool all_const = computable(host, node);
+    bool all_const = computable(host, node) && !(node.outputs.size() == 1 && keep.count(node.outputs[0]));
     for (auto& in : node.inputs) all_const = all_const && (in.empty() || constant.count(in));
     if (!all_const) {
       kept.push_back(std::move(node));

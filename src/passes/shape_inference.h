@@ -6,6 +6,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/backend.h"
@@ -30,7 +31,8 @@ InferredGraph infer_shapes(const Model& model, const std::unordered_map<std::str
                            Backend& host);
 
 // Replaces every node whose outputs depend only on initializers by initializers
-// holding its outputs, computed by `host`. Returns the number of nodes removed.
-size_t fold_constants(Model& model, Backend& host);
+// holding its outputs, computed by `host`, except the nodes whose one output is in `keep`.
+// Returns the number of nodes removed.
+size_t fold_constants(Model& model, Backend& host, const std::unordered_set<std::string>& keep = {});
 
 }  // namespace vlrt

@@ -61,6 +61,27 @@ TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
   }
 }
 
+// A float16 or bfloat16 B of FusedMatMul (a weight kept in half precision) stays so in the panels,
+// half the bytes, and gives exactly what the packed product of the widened float32 B gives.
+TEST(CpuPackedMatMul, HalfPrecisionWeightsMatchTheirFloat32Values) {
+  if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
+  for (DType dt : {DType::f16, DType::bf16})
+    for (bool trans : {false, true}) {
+      SCOPED_TRACE(cat(dtype_name(dt), trans ? " transB" : ""));
+      Tensor a = random_uniform({2, 7, 300}, 1), bias = random_uniform({21}, 3);
+      Tensor b = random_uniform(trans ? Shape{21, 300} : Shape{300, 21}, 2, -1, 1, dt);
+      Tensor wide(DType::f32, b.shape());
+      wide.assign_doubles(b.to_double_vector());
+      std::map<std::string, Attribute> attrs = {{"activation", attr_s("Relu")}, {"transB", attr_i(trans)}};
+      EXPECT_EQ(taken_bytes("FusedMatMul", {a, b, bias}, attrs), size_t(2 * 300 * 16 * 2));
+      check("FusedMatMul", {a, b, bias}, attrs);
+      Node n = node_of("FusedMatMul", {a, b, bias}, attrs);
+      expect_close(run_on_cpu(n, {a, b, bias}, false), run_on_cpu(n, {a, wide, bias}, false), 0, 0);
+    }
+  Tensor a = random_uniform({5, 19}, 1), b = random_uniform({19, 21}, 2, -1, 1, DType::f16);
+  EXPECT_EQ(taken_bytes("MatMul", {a, b}), 0u) << "MatMul itself takes float32 weights only";
+}
+
 // A Conv whose kernel tiles the image (stride = kernel, no padding) runs as a product of patches.
 TEST(CpuPackedMatMul, PatchConvolutionsMatchTheReference) {
   if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";

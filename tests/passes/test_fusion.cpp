@@ -254,6 +254,56 @@ TEST(Fusion, GemmWithTransposedWeightsAndReluBecomesFusedMatMul) {
   EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
 }
 
+// ---- Weights stored in half precision --------------------------------------------------------
+
+// `vlrt quantize --fp16` / `--bf16` store a weight as a half-precision initializer read through a
+// Cast to float32. The fused products take the stored weight (half the bytes), a lone MatMul
+// included, a Gather reads the stored table and widens the rows it took, and both compute what
+// the widened weight gives; a Cast with another reader is folded to float32 as before.
+TEST(Fusion, HalfPrecisionWeightsStayHalfInTheProducts) {
+  if (!CpuBackend(0, 1).reads_half_weights()) GTEST_SKIP() << "the packed products need AVX2";
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Builder b;
+    auto half = [&](Shape s, uint32_t seed) {
+      return b.node("Cast", {b.constant(random_uniform(s, seed, -1, 1, dt))}, {{"to", attr_i(1)}});
+    };
+    std::string x = b.input("x", {2, 5, 20}), x2 = b.input("x2", {3, 20}), ids = b.input("ids", {2, 5});
+    b.m.graph.inputs.back().dtype = DType::i64;
+    x = b.node("Add", {x, b.node("Gather", {half({50, 20}, 9), ids})});  // an embedding table
+    std::string y = b.node("Add", {b.node("MatMul", {x, half({20, 13}, 1)}), b.constant(random_uniform({13}, 2))});
+    y = b.node("MatMul", {y, half({13, 17}, 3)});  // alone
+    std::string shared = half({17, 17}, 4);
+    b.output(b.node("MatMul", {y, shared}));
+    b.output(b.node("Neg", {shared}));  // a second reader: widened at load
+    b.output(b.node("Gemm", {x2, half({13, 20}, 5), b.constant(random_uniform({13}, 6))}, {{"transB", attr_i(1)}}));
+    TensorMap in = {{"x", random_uniform({2, 5, 20}, 7)},
+                    {"x2", random_uniform({3, 20}, 8)},
+                    {"ids", Tensor::from_vector<int64_t>({0, 49, 3, 3, 7, 1, 2, 40, 8, 9}, {2, 5})}};
+    Compared c = run_both(b.m, in, {}, 0);
+    std::string w = cat(" (", dtype_name(dt), " weight)");
+    EXPECT_EQ(report_of(c), cat("1 Gemm", w, ", 1 MatMul", w, ", 1 MatMul+Add", w));
+    EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 3);
+    EXPECT_EQ(c.ops["Cast"], 1) << "the rows the Gather read, widened";
+
+    SessionOptions o;
+    o.threads = 2;
+    Session s(b.m, o);
+    std::map<std::string, std::pair<DType, Shape>> shapes = {{"x", {DType::f32, {2, 5, 20}}},
+                                                             {"x2", {DType::f32, {3, 20}}},
+                                                             {"ids", {DType::i64, {2, 5}}}};
+    const DevicePlan& cpu = s.plan(shapes).device_plan(Device{});
+    // Panels of 16 columns: 20 x 16, 13 x 32 and 20 x 16 values of 2 bytes; the shared weight
+    // packed in float32 (17 x 32 x 4).
+    EXPECT_EQ(cpu.prepared_bytes, size_t((20 * 16 + 13 * 32 + 20 * 16) * 2 + 17 * 32 * 4));
+    EXPECT_EQ(cpu.kernels.at(cat("packed product", w)), 3);
+    size_t half_weights = 0;
+    for (auto& [name, t] : s.model().graph.initializers) half_weights += t.dtype() == dt ? t.nbytes() : 0;
+    EXPECT_EQ(half_weights, size_t(50 * 20 + 20 * 13 + 13 * 17 + 13 * 20) * 2)
+        << "the stored weights, not widened copies";
+  }
+}
+
 // ---- LayerNormalization and Gelu ------------------------------------------------------------
 
 TEST(Fusion, LayerNormalizationSubgraphBecomesOneNode) {

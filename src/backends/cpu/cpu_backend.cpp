@@ -127,6 +127,8 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
 
 int64_t CpuBackend::conv_channel_block() const { return reference_kernels_ ? 0 : onednn_conv_channel_block(); }
 
+bool CpuBackend::reads_half_weights() const { return !reference_kernels_ && packed_matmul_available(); }
+
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
   if (auto* fast = dynamic_cast<PreparedKernel*>(state)) return fast->run(inputs, outputs, *pool_);

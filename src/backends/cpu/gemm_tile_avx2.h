@@ -6,13 +6,35 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace vlrt {
 
+// 16 values of a panel row as two vectors of float32: float32 as stored; float16 (F16C) and
+// bfloat16 (the upper half of a float32) widened, which is exact.
+inline void load_row16(const float* b, __m256& lo, __m256& hi) {
+  lo = _mm256_loadu_ps(b);
+  hi = _mm256_loadu_ps(b + 8);
+}
+inline void load_row16(const half_t* b, __m256& lo, __m256& hi) {
+  lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 8)));
+}
+inline void load_row16(const bf16_t* b, __m256& lo, __m256& hi) {
+  auto widen = [](const bf16_t* p) {
+    __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+  };
+  lo = widen(b);
+  hi = widen(b + 8);
+}
+
 // C[r][0..16) = sum_c A[r][c] B[c][0..16) for Rows rows of A (lda apart) and a panel of B
-// (k rows of 16, contiguous), stored ldc apart; with Accumulate, added to what C holds. The accumulators are named one by one: as an
-// array GCC keeps a copy of them in memory and stores it every step.
-template <int Rows, bool Accumulate = false>
-inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
+// (k rows of 16 values of type W, contiguous), stored ldc apart; with Accumulate, added to what
+// C holds. The accumulators are named one by one: as an array GCC keeps a copy of them in memory
+// and stores it every step.
+template <int Rows, bool Accumulate = false, class W = float>
+inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   if constexpr (Accumulate) {
@@ -25,7 +47,8 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, fl
 #undef VLRT_LOAD
   }
   for (int64_t p = 0; p < k; p++) {
-    __m256 b0 = _mm256_loadu_ps(b + p * 16), b1 = _mm256_loadu_ps(b + p * 16 + 8), x;
+    __m256 b0, b1, x;
+    load_row16(b + p * 16, b0, b1);
 #define VLRT_ROW(r)                                \
   if constexpr (Rows > r) {                        \
     x = _mm256_broadcast_ss(a + r * lda + p);      \
@@ -44,15 +67,15 @@ inline void gemm_tile(const float* a, int64_t lda, const float* b, int64_t k, fl
 #undef VLRT_STORE
 }
 
-template <bool Accumulate = false>
-inline void gemm_tile(int rows, const float* a, int64_t lda, const float* b, int64_t k, float* c, int64_t ldc) {
+template <bool Accumulate = false, class W = float>
+inline void gemm_tile(int rows, const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc) {
   switch (rows) {
-    case 6: return gemm_tile<6, Accumulate>(a, lda, b, k, c, ldc);
-    case 5: return gemm_tile<5, Accumulate>(a, lda, b, k, c, ldc);
-    case 4: return gemm_tile<4, Accumulate>(a, lda, b, k, c, ldc);
-    case 3: return gemm_tile<3, Accumulate>(a, lda, b, k, c, ldc);
-    case 2: return gemm_tile<2, Accumulate>(a, lda, b, k, c, ldc);
-    default: return gemm_tile<1, Accumulate>(a, lda, b, k, c, ldc);
+    case 6: return gemm_tile<6, Accumulate, W>(a, lda, b, k, c, ldc);
+    case 5: return gemm_tile<5, Accumulate, W>(a, lda, b, k, c, ldc);
+    case 4: return gemm_tile<4, Accumulate, W>(a, lda, b, k, c, ldc);
+    case 3: return gemm_tile<3, Accumulate, W>(a, lda, b, k, c, ldc);
+    case 2: return gemm_tile<2, Accumulate, W>(a, lda, b, k, c, ldc);
+    default: return gemm_tile<1, Accumulate, W>(a, lda, b, k, c, ldc);
   }
 }
 

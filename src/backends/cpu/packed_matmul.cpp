@@ -15,31 +15,38 @@ namespace vlrt {
 
 namespace {
 
-// VLRT_PACKED_MATMUL=0 leaves the products to oneDNN (for measurements).
-bool packed_matmul_enabled() {
-  static const bool on = enabled_by_env("VLRT_PACKED_MATMUL");
-  return on;
-}
 
 struct Plan {
   int64_t k = 0, n = 0;
   bool transposed = false;  // B given as [N, K]
   bool bias = false, sum = false;
   FusedActivation act;
+  DType weight = DType::f32;  // f16 or bf16: B held as stored
 
   int64_t panels() const { return (n + 15) / 16; }
-  size_t packed_floats() const { return size_t(panels() * k * 16); }
+  size_t packed_values() const { return size_t(panels() * k * 16); }
+  size_t packed_bytes() const { return packed_values() * dtype_size(weight); }
 };
 
+// B of FusedMatMul may be a float16 or bfloat16 constant (passes/fuse_matmul.cpp leaves the
+// weights of a --fp16 or --bf16 model so).
+bool is_weight_constant(const ValueInfo* w, bool fused) {
+  if (is_f32_constant(w)) return true;
+  return fused && w && (w->dtype == DType::f16 || w->dtype == DType::bf16) && w->shape_known && w->value &&
+         w->value->defined();
+}
+
 std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-  if (!packed_matmul_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
+  if (!packed_matmul_available()) return std::nullopt;
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
   bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
                   *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
-  if (!is_f32(a) || a->shape.size() < 2 || !is_f32_constant(w) || w->shape.size() != 2) return std::nullopt;
+  if (!is_f32(a) || a->shape.size() < 2 || !is_weight_constant(w, fused) || w->shape.size() != 2)
+    return std::nullopt;
   Plan p;
+  p.weight = w->dtype;
   p.transposed = (gemm || fused) && node.attr_int("transB", 0) != 0;
   if (gemm) {
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f) return std::nullopt;
@@ -73,7 +80,7 @@ struct PatchPlan {
 };
 
 std::optional<PatchPlan> plan_patches(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-  if (!packed_matmul_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
+  if (!packed_matmul_available()) return std::nullopt;
   if (!node.domain.empty() || node.op_type != "Conv") return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2);
   if (!is_f32(x) || x->shape.size() != 4 || !is_f32_constant(w) || w->shape.size() != 4)
@@ -96,20 +103,26 @@ std::optional<PatchPlan> plan_patches(const Node& node, const std::vector<const 
   return p;
 }
 
-AlignedFloats pack(const Plan& p, const Tensor& weights) {
-  AlignedFloats panels(p.packed_floats(), 0.f);
-  const float* w = weights.data<float>();
+template <class W>
+using Panels = std::vector<W, CacheLineAllocator<W>>;
+
+// B in panels of 16 columns, k rows of 16 values each, the last panel padded with zeros.
+template <class W>
+Panels<W> pack(const Plan& p, const Tensor& weights) {
+  Panels<W> panels(p.packed_values(), W{});
+  const W* w = weights.data<W>();
   for (int64_t j = 0; j < p.n; j++)
     for (int64_t t = 0; t < p.k; t++)
       panels[size_t((j / 16 * p.k + t) * 16 + j % 16)] = p.transposed ? w[j * p.k + t] : w[t * p.n + j];
   return panels;
 }
 
+template <class W>
 class PackedMatMul : public PreparedKernel {
  public:
-  PackedMatMul(Plan p, const Tensor& weights) : plan_(std::move(p)), panels_(pack(plan_, weights)) {}
+  PackedMatMul(Plan p, const Tensor& weights) : plan_(std::move(p)), panels_(pack<W>(plan_, weights)) {}
 
-  size_t bytes() const override { return panels_.size() * sizeof(float); }
+  size_t bytes() const override { return panels_.size() * sizeof(W); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
     const Tensor& a = *in[0];
@@ -131,12 +144,12 @@ class PackedMatMul : public PreparedKernel {
 
  private:
   Plan plan_;
-  AlignedFloats panels_;
+  Panels<W> panels_;
 };
 
 class PatchConv : public PreparedKernel {
  public:
-  PatchConv(PatchPlan p, const Tensor& weights) : plan_(std::move(p)), panels_(pack(plan_.product, weights)) {}
+  PatchConv(PatchPlan p, const Tensor& weights) : plan_(std::move(p)), panels_(pack<float>(plan_.product, weights)) {}
 
   size_t bytes() const override { return panels_.size() * sizeof(float); }
 
@@ -176,19 +189,33 @@ class PatchConv : public PreparedKernel {
 
  private:
   PatchPlan plan_;
-  AlignedFloats panels_;
+  Panels<float> panels_;
 };
 
 }  // namespace
 
+bool packed_matmul_available() {
+  // VLRT_PACKED_MATMUL=0 leaves the products to oneDNN (for measurements).
+  static const bool on = enabled_by_env("VLRT_PACKED_MATMUL");
+  return on && cpu_isa() >= CpuIsa::avx2;
+}
+
 PrepareInfo packed_matmul_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-  if (auto p = plan_packed(node, inputs)) return {p->packed_floats() * sizeof(float), {1}, "packed product"};
-  if (auto p = plan_patches(node, inputs)) return {p->product.packed_floats() * sizeof(float), {1}, "packed patch conv"};
+  if (auto p = plan_packed(node, inputs))
+    return {p->packed_bytes(), {1}, p->weight == DType::f32 ? "packed product" : cat("packed product (", dtype_name(p->weight), " weight)")};
+  if (auto p = plan_patches(node, inputs)) return {p->product.packed_bytes(), {1}, "packed patch conv"};
   return {};
 }
 
 std::unique_ptr<PreparedKernel> make_packed_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
-  if (auto p = plan_packed(node, inputs)) return std::make_unique<PackedMatMul>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_packed(node, inputs)) {
+    const Tensor& w = *inputs[1]->value;
+    switch (p->weight) {
+      case DType::f16: return std::make_unique<PackedMatMul<half_t>>(std::move(*p), w);
+      case DType::bf16: return std::make_unique<PackedMatMul<bf16_t>>(std::move(*p), w);
+      default: return std::make_unique<PackedMatMul<float>>(std::move(*p), w);
+    }
+  }
   if (auto p = plan_patches(node, inputs)) return std::make_unique<PatchConv>(std::move(*p), *inputs[1]->value);
   return nullptr;
 }

@@ -1,4 +1,5 @@
-// MatMul, Gemm and vlrt.FusedMatMul with a constant float32 B on vlrt's own AVX2 product: B is
+// MatMul, Gemm and vlrt.FusedMatMul with a constant float32 B (float16 or bfloat16 for
+// FusedMatMul, which then stays in half precision, half the bytes) on vlrt's own AVX2 product: B is
 // packed once, at prepare, into panels of 16 columns (k rows of 16 floats, the last panel padded
 // with zeros) held in place of the initializer, and each run multiplies A's rows through the
 // 6x16 register tile (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B
@@ -16,6 +17,8 @@
 
 namespace vlrt {
 
+// The packed kernel runs here (AVX2, not turned off by VLRT_PACKED_MATMUL=0).
+bool packed_matmul_available();
 // What the packed kernel of this node would hold (bytes 0: it does not take the node).
 PrepareInfo packed_matmul_prepare_info(const Node& node, const std::vector<const ValueInfo*>& inputs);
 // That kernel, B packed; nullptr where it does not take the node.
@@ -26,9 +29,11 @@ namespace packed {
 inline constexpr int64_t kRowBlock = 48;     // rows of A one job runs through a panel
 inline constexpr int64_t kDepthBlock = 256;  // K at a time: 16 KiB of the panel
 
-// Y [m, n] (rows ldy apart) = A [m, k] times the panels, for jobs [begin, end) of
-// panels(n) x ceil(m / kRowBlock), panel-major.
-void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t n, float* y, int64_t begin,
+// Y [m, n] = A [m, k] times the panels (of float, half_t or bf16_t: a weight stored in half
+// precision stays so, widened as it is loaded), for jobs [begin, end) of panels(n) x
+// ceil(m / kRowBlock), panel-major.
+template <class W>
+void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y, int64_t begin,
               int64_t end);
 
 }  // namespace packed

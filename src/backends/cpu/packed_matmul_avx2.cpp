@@ -10,7 +10,8 @@
 
 namespace vlrt::packed {
 
-void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t n, float* y, int64_t begin,
+template <class W>
+void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y, int64_t begin,
               int64_t end) {
   const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
   alignas(32) float tail[6 * 16];
@@ -20,7 +21,7 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
     // K in blocks whose slice of the panel stays in L1 while every row tile of the job reads it.
     for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
       int64_t depth = std::min(kDepthBlock, k - k0);
-      const float* b = panels + (p * k + k0) * 16;
+      const W* b = panels + (p * k + k0) * 16;
       // The job's rows in tiles of up to 6 split evenly (32 as 6 6 5 5 5 5, not 6 6 6 6 6 2: a
       // tile of 2 rows loads as much of B as one of 6).
       const EvenTiles split(r1 - r0, 6);
@@ -44,6 +45,10 @@ void products(const float* a, int64_t m, int64_t k, const float* panels, int64_t
     }
   }
 }
+
+template void products(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t);
+template void products(const float*, int64_t, int64_t, const half_t*, int64_t, float*, int64_t, int64_t);
+template void products(const float*, int64_t, int64_t, const bf16_t*, int64_t, float*, int64_t, int64_t);
 
 }  // namespace vlrt::packed
 

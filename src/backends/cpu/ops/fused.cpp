@@ -167,10 +167,16 @@ Tensor swap_last_axes(const Tensor& t) {
   return result;
 }
 
-// Y = act(A B + Bias + Z): the MatMul kernel, then one epilogue pass over Y.
+// Y = act(A B + Bias + Z): the MatMul kernel, then one epilogue pass over Y. A float16 or
+// bfloat16 B (a weight kept in half precision) is widened to A's type first, exactly.
 void fused_matmul_kernel(KernelContext& ctx) {
   const Tensor* b = &ctx.input(1);
-  Tensor transposed;
+  Tensor widened, transposed;
+  if (b->dtype() != ctx.input(0).dtype()) {
+    widened = Tensor(ctx.input(0).dtype(), b->shape());
+    widened.assign_doubles(b->to_double_vector());
+    b = &widened;
+  }
   if (ctx.node.attr_int("transB", 0)) {
     transposed = swap_last_axes(*b);
     b = &transposed;
