@@ -70,9 +70,11 @@ class Backend {
   // The block of channels in which this backend's convolutions read and write activations
   // fastest (vlrt.BlockedConv, src/ops/layout_semantics.h); 0: it has no such layout.
   virtual int64_t conv_channel_block() const { return 0; }
-  // Whether vlrt.FusedMatMul's prepared kernel reads a float16 or bfloat16 weight as stored, half
-  // the bytes (passes/fusion.h, half_weight_casts); false: such weights are widened at load.
-  virtual bool reads_half_weights() const { return false; }
+  // Whether the prepared kernels of vlrt.FusedMatMul (and Gather), and of vlrt.BlockedConv, read
+  // a float16 or bfloat16 weight as stored, half the bytes (passes/half_weights.h); false: such
+  // weights are widened at load.
+  virtual bool reads_half_product_weights() const { return false; }
+  virtual bool reads_half_conv_weights() const { return false; }
 
   // Runs one node. Inputs and outputs are on this device, outputs allocated with their
   // final shapes; an input the state replaced may be nullptr. Work may be queued:

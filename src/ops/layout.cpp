@@ -4,7 +4,9 @@
 // vlrt.BlockedConv(X, W, B?, Z?) -> Y
 //   com.microsoft FusedConv (act(Conv(X, W, B) + Z), the same attributes) with X, Z and Y each
 //   stored plain or channel-blocked: attributes src_block, sum_block, dst_block (0 = plain NCHW,
-//   b > 0 = blocks of b channels). W and B are as Conv's. Two-dimensional convolutions only.
+//   b > 0 = blocks of b channels). W and B are as Conv's, except that W may also be float16 or
+//   bfloat16 (a weight stored in half precision, read as its float32 values). Two-dimensional
+//   convolutions only.
 //
 // vlrt.FromChannelBlocks(X) -> Y
 //   The plain [N, channels, spatial...] tensor of a blocked X. Attributes block, channels.
@@ -53,8 +55,12 @@ void infer_blocked_conv(InferContext& ctx) {
   ValueInfo x{DType::f32, true,
               blocks.src ? channel_logical_shape(ctx.input_shape(0), blocks.src, in_channels) : ctx.input_shape(0),
               {}};
-  std::vector<const ValueInfo*> conv_inputs{&x};
-  for (size_t i = 1; i < std::min<size_t>(ctx.input_count(), 3); i++)
+  DType wt = ctx.input_dtype(1);
+  VLRT_CHECK(wt == DType::f32 || wt == DType::f16 || wt == DType::bf16,
+             "W must be float32, float16 or bfloat16, got ", dtype_name(wt));
+  ValueInfo w_info{DType::f32, true, w, {}};  // a half-precision W is read as its float32 values
+  std::vector<const ValueInfo*> conv_inputs{&x, &w_info};
+  for (size_t i = 2; i < std::min<size_t>(ctx.input_count(), 3); i++)
     conv_inputs.push_back(ctx.has_input(i) ? &ctx.input_info(i) : nullptr);
   InferContext inner(ctx.node, ctx.opset, conv_inputs);
   find_schema("com.microsoft", "FusedConv")->infer(inner);

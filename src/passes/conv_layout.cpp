@@ -20,11 +20,19 @@ bool is_conv(const Node& n) {
   return (n.domain.empty() && n.op_type == "Conv") || (n.domain == "com.microsoft" && n.op_type == "FusedConv");
 }
 
+// The constant weights of convolution n: float32, or as stored in half precision (the Cast to
+// float32 that folding left, passes/half_weights.h); nullptr when they are computed.
+const Tensor* weights(FusionGraph& g, const Node& n) {
+  std::string half = g.half_weight_source(n.inputs[1]);
+  return g.constant(half.empty() ? n.inputs[1] : half);
+}
+
 // A two-dimensional float32 convolution with constant weights and bias.
 bool eligible(FusionGraph& g, const Node& n) {
   if (!is_conv(n) || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
-  const Tensor* w = g.constant(n.inputs[1]);
-  if (!w || w->dtype() != DType::f32 || w->rank() != 4 || w->numel() == 0) return false;
+  const Tensor* w = weights(g, n);
+  if (!w || !dtype_is_float(w->dtype()) || w->dtype() == DType::f64 || w->rank() != 4 || w->numel() == 0)
+    return false;
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !g.constant(n.inputs[2])) return false;
   return g.facts.dtype(n.inputs[0]) == DType::f32 && g.facts.rank(n.inputs[0]) == size_t(4);
 }
@@ -56,7 +64,7 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
     for (size_t u : g.users(y))
       if (reads_activation(u, y)) {
         blocked_name[y] = g.unique_name(cat(y, "_c", block));
-        channels[y] = g.constant(g.node(i).inputs[1])->dim(0);
+        channels[y] = weights(g, g.node(i))->dim(0);
         break;
       }
   }
@@ -86,22 +94,26 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
     v = it->second;
     return block;
   };
-  size_t rewritten = 0;
+  const std::string pattern = cat("Conv in blocks of ", block, " channels");
   for (size_t i : convs) {
     Node n = g.node(i);
     int64_t src = blocked_as(n.inputs[0]), sum = n.inputs.size() > 3 ? blocked_as(n.inputs[3]) : 0,
             dst = blocked_as(n.outputs[0]);
     if (!src && !sum && !dst) continue;
+    // Weights stored in half precision stay so: BlockedConv reads them as stored.
+    const std::string w = n.inputs[1], half_w = g.half_weight_source(w);
+    if (!half_w.empty()) n.inputs[1] = half_w;
+    counts[half_w.empty() ? pattern
+                          : cat(pattern, " (", dtype_name(g.constant(half_w)->dtype()), " weight)")]++;
     n.op_type = "BlockedConv";
     n.domain = "vlrt";
     n.attrs["src_block"] = int_attr(src);
     n.attrs["sum_block"] = int_attr(sum);
     n.attrs["dst_block"] = int_attr(dst);
     g.replace(i, std::move(n));
-    rewritten++;
+    g.remove_if_unread(w);
   }
   for (Node& n : conversions) g.add(std::move(n));
-  counts[cat("Conv in blocks of ", block, " channels")] += rewritten;
   if (!conversions.empty()) counts["conversion from blocks"] += conversions.size();
 }
 

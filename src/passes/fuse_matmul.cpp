@@ -3,20 +3,12 @@
 // stored in half precision (B = Cast(float16 or bfloat16 initializer), as `vlrt quantize --fp16`
 // writes) is given to the fused node as it is stored, so that it stays half the bytes.
 #include "passes/fusion_graph.h"
-#include "passes/half_weights.h"
 
 namespace vlrt {
 
 namespace {
 
 bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
-// The half-precision initializer that v is the float32 Cast of (kept unfolded by
-// keep_half_weights), or "" when v is something else.
-std::string half_source(FusionGraph& g, const std::string& v) {
-  Node* cast = g.producer(v);
-  return cast && casts_half_initializer(*cast, g.model.graph) ? cast->inputs[0] : "";
-}
 
 // A constant that adds the same value to every row of a product with n columns ([n], [1, n],
 // [1, 1, n] ...), as a [n] tensor; nullopt otherwise. `product_rank` bounds its rank.
@@ -62,7 +54,7 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   if (g.facts.dtype(y) != DType::f32 || !rank || !b_shape || b_shape->size() < 2) return;
   bool trans_b = gemm && product.attr_int("transB", 0);
   int64_t n = trans_b ? (*b_shape)[b_shape->size() - 2] : b_shape->back();
-  const std::string half_b = b_shape->size() == 2 ? half_source(g, product.inputs[1]) : "";
+  const std::string half_b = b_shape->size() == 2 ? g.half_weight_source(product.inputs[1]) : "";
   Node fused;
   fused.name = product.name;
   fused.op_type = "FusedMatMul";
@@ -132,7 +124,7 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   const std::string weight = product.inputs[1];
   g.replace_all(chain, std::move(fused));
   counts[pattern]++;
-  if (!half_b.empty() && g.users(weight).empty() && !g.pinned(weight)) g.remove(size_t(g.producer_index(weight)));
+  if (!half_b.empty()) g.remove_if_unread(weight);
 }
 
 }  // namespace

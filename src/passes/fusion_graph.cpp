@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "passes/half_weights.h"
+
 namespace vlrt {
 
 namespace {
@@ -119,6 +121,18 @@ bool FusionGraph::single_use(const std::string& v) const { return !pinned_.count
 const Tensor* FusionGraph::constant(const std::string& v) const {
   auto it = model.graph.initializers.find(v);
   return it == model.graph.initializers.end() ? nullptr : &it->second;
+}
+
+void FusionGraph::remove_if_unread(const std::string& v) {
+  int i = producer_index(v);
+  if (i >= 0 && users(v).empty() && !pinned(v)) remove(size_t(i));
+}
+
+std::string FusionGraph::half_weight_source(const std::string& v) const {
+  int i = producer_index(v);
+  return i >= 0 && casts_half_initializer(model.graph.nodes[size_t(i)], model.graph)
+             ? model.graph.nodes[size_t(i)].inputs[0]
+             : "";
 }
 
 std::optional<double> FusionGraph::scalar(const std::string& v) const {

@@ -62,6 +62,9 @@ class FusionGraph {
   bool pinned(const std::string& v) const { return pinned_.count(v) != 0; }
   // The initializer named v, or nullptr.
   const Tensor* constant(const std::string& v) const;
+  // The float16 or bfloat16 initializer that v is a Cast to float32 of (a weight stored in half
+  // precision whose Cast folding left, passes/half_weights.h), or "" when v is something else.
+  std::string half_weight_source(const std::string& v) const;
   // A constant holding one value (any shape of one element): that value.
   std::optional<double> scalar(const std::string& v) const;
 
@@ -72,6 +75,8 @@ class FusionGraph {
   // Adds a node (finish() puts it in order).
   void add(Node n);
   void remove(size_t i);
+  // Removes the node that makes v when no node reads v any more and v must not stay.
+  void remove_if_unread(const std::string& v);
   // Puts `fused` in node i's place.
   void replace(size_t i, Node fused);
   // Puts `fused` in place of all of `nodes`: at the last of them, the others removed.

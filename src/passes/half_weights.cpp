@@ -74,17 +74,25 @@ bool casts_half_initializer(const Node& n, const Graph& g) {
 std::unordered_set<std::string> keep_half_weights(Model& model, const FusionOptions& options,
                                                   const Backend& host) {
   std::unordered_set<std::string> kept;
-  if (!options.half_weights || !host.reads_half_weights()) return kept;
+  if (!options.half_weights) return kept;
   Graph& g = model.graph;
-  gather_before_widening(g);
-  if (!options.matmul) return kept;
-  // Per value: read only as the weight B of MatMul or Gemm.
+  if (host.reads_half_product_weights()) gather_before_widening(g);
+  const bool products = options.matmul && host.reads_half_product_weights(),
+             convs = options.conv_layout && host.reads_half_conv_weights();
+  // The outputs of convolutions that a BatchNormalization reads: their weights are folded with
+  // it in float32.
+  std::unordered_set<std::string> normalized;
+  for (auto& n : g.nodes)
+    if (is_op(n, "BatchNormalization") && !n.inputs.empty()) normalized.insert(n.inputs[0]);
+  // Per value: read only as the weight of a MatMul or Gemm (B), or of a Conv whose blocked form
+  // (passes/conv_layout.cpp) reads it as stored.
   std::unordered_map<std::string, bool> weight_only;
   for (auto& n : g.nodes) {
-    bool product = is_op(n, "MatMul") || (is_op(n, "Gemm") && !n.attr_int("transA", 0));
+    bool product = products && (is_op(n, "MatMul") || (is_op(n, "Gemm") && !n.attr_int("transA", 0)));
+    bool conv = convs && is_op(n, "Conv") && n.outputs.size() == 1 && !normalized.count(n.outputs[0]);
     for (size_t i = 0; i < n.inputs.size(); i++) {
       auto [it, fresh] = weight_only.emplace(n.inputs[i], true);
-      it->second = it->second && product && i == 1;
+      it->second = it->second && (product || conv) && i == 1;
     }
     for (auto& v : implicit_inputs(n)) weight_only[v] = false;
   }

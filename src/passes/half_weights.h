@@ -21,7 +21,7 @@ bool casts_half_initializer(const Node& n, const Graph& g);
 // Before constant folding: moves the Casts of half-precision tables behind the Gathers that read
 // them, and returns the outputs of the Casts that only MatMul and Gemm read as their weight B,
 // which folding must leave (fold_constants' `keep`) for fuse_matmul to take. Nothing when the
-// options or the backend (Backend::reads_half_weights) do not keep half weights; a second folding
+// options or the backend (Backend::reads_half_product_weights) do not keep half weights; a second folding
 // after fusion widens whatever fusion did not take.
 std::unordered_set<std::string> keep_half_weights(Model& model, const FusionOptions& options,
                                                   const Backend& host);

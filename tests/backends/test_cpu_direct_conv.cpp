@@ -142,6 +142,52 @@ TEST(CpuDirectConv, TakesOnlyTheConvolutionsItComputes) {
   EXPECT_EQ(taken_bytes({empty, w, b}, conv_attrs(c, "", {})), 0u);
 }
 
+// BlockedConv's weights stored in float16 or bfloat16 (passes/half_weights.h): the direct kernel
+// holds them so, half the bytes, the depthwise and Winograd kernels widen them; each gives
+// exactly what it gives with the widened float32 weights, and the reference kernel agrees.
+TEST(CpuDirectConv, HalfPrecisionWeightsMatchTheirFloat32Values) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
+  struct HalfCase {
+    Case c;
+    const char* kernel;
+  };
+  for (DType dt : {DType::f16, DType::bf16})
+    for (const HalfCase& hc :
+         {HalfCase{{2, 19, 21, 10, 9, 3, 3, 2, 1, {1, 1, 1, 1}, 8}, "direct conv"},
+          HalfCase{{1, 3, 16, 15, 13, 7, 7, 2, 1, {3, 3, 3, 3}, 0}, "direct conv"},
+          HalfCase{{1, 16, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true}, "depthwise conv"},
+          HalfCase{{1, 16, 24, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, 8}, "Winograd"}}) {
+      const Case& c = hc.c;
+      SCOPED_TRACE(cat(dtype_name(dt), " ", hc.kernel));
+      int64_t oh = out_size(c.h, c.kh, c.stride, c.dilation, c.pads[0] + c.pads[2]);
+      int64_t ow = out_size(c.w, c.kw, c.stride, c.dilation, c.pads[1] + c.pads[3]);
+      Tensor plain_x = random_uniform({c.n, c.ic, c.h, c.w}, 1);
+      Tensor x = c.src_block ? channel_blocks(plain_x, 8) : plain_x;
+      Tensor half = random_uniform({c.oc, c.depthwise ? 1 : c.ic, c.kh, c.kw}, 2, -1, 1, dt);
+      Tensor wide(DType::f32, half.shape());
+      wide.assign_doubles(half.to_double_vector());
+      Tensor b = random_uniform({c.oc}, 3);
+      Shape y_shape{c.n, (c.oc + 7) / 8, oh, ow, 8};
+      Node n = blocked_conv({x, half, b}, conv_attrs(c, "Relu", {}));
+      CpuBackend cpu(0, test_pool());
+      cpu.set_reference_kernels(false);
+      ValueInfos half_infos({x, half, b}), wide_infos({x, wide, b});
+      PrepareInfo info = cpu.prepare_info(n, 17, half_infos.ptrs),
+                  wide_info = cpu.prepare_info(n, 17, wide_infos.ptrs);
+      EXPECT_EQ(info.kernel.rfind(hc.kernel, 0), 0u) << info.kernel;
+      bool halved = std::string(hc.kernel) == "direct conv";
+      EXPECT_EQ(info.bytes * (halved ? 2 : 1), wide_info.bytes);
+      auto prepared = [&](const ValueInfos& infos) {
+        return std::unique_ptr<PreparedKernel>(
+            static_cast<PreparedKernel*>(cpu.prepare(n, 17, infos.ptrs).release()));
+      };
+      Tensor got = run_prepared(prepared(half_infos), {x, half, b}, y_shape);
+      Tensor want = run_prepared(prepared(wide_infos), {x, wide, b}, y_shape);
+      expect_close(got, want, 0, 0);
+      expect_close(got, run_on_cpu(n, {x, half, b}, true), 1e-4, 1e-4);
+    }
+}
+
 TEST(CpuDirectConv, DepthwiseMatchesTheReference) {
   if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the depthwise convolution needs AVX2";
   std::vector<Case> cases = {

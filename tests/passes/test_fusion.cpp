@@ -261,7 +261,7 @@ TEST(Fusion, GemmWithTransposedWeightsAndReluBecomesFusedMatMul) {
 // included, a Gather reads the stored table and widens the rows it took, and both compute what
 // the widened weight gives; a Cast with another reader is folded to float32 as before.
 TEST(Fusion, HalfPrecisionWeightsStayHalfInTheProducts) {
-  if (!CpuBackend(0, 1).reads_half_weights()) GTEST_SKIP() << "the packed products need AVX2";
+  if (!CpuBackend(0, 1).reads_half_product_weights()) GTEST_SKIP() << "the packed products need AVX2";
   for (DType dt : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(dt));
     Builder b;
@@ -418,6 +418,41 @@ TEST(Fusion, ARunOfConvolutionsKeepsItsActivationsBlocked) {
   no_layout.conv_layout = false;
   Compared plain = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 6)}}, no_layout, 1e-4);
   EXPECT_EQ(plain.ops.count("vlrt.BlockedConv"), 0u);
+}
+
+// Convolution weights stored in half precision stay so in the blocked convolutions; a
+// convolution that a BatchNormalization follows, or one left unblocked, gets float32 weights.
+TEST(Fusion, BlockedConvolutionsKeepHalfPrecisionWeights) {
+  if (!CpuBackend(0, 1).reads_half_conv_weights())
+    GTEST_SKIP() << "the direct convolution needs AVX2 and blocks of 8";
+  for (DType dt : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Builder b;
+    auto half = [&](Shape s, uint32_t seed) {
+      return b.node("Cast", {b.constant(random_uniform(s, seed, -1, 1, dt))}, {{"to", attr_i(1)}});
+    };
+    Attrs pad = {{"pads", attr_ints({1, 1, 1, 1})}};
+    std::string x = b.input("x", {2, 5, 9, 7});
+    std::string a =
+        b.node("Relu", {b.node("Conv", {x, half({6, 5, 3, 3}, 1), b.constant(random_uniform({6}, 2))}, pad)});
+    std::string c2 = b.node("Conv", {a, half({20, 6, 3, 3}, 3)}, pad);
+    std::string n2 =
+        b.node("BatchNormalization",
+               {c2, b.constant(random_uniform({20}, 4, 0.5f, 1.5f)), b.constant(random_uniform({20}, 5)),
+                b.constant(random_uniform({20}, 6)), b.constant(random_uniform({20}, 7, 0.5f, 1.5f))});
+    std::string c3 = b.node("Conv", {n2, half({8, 20, 1, 1}, 8)});
+    b.output(b.node("Sigmoid", {b.node("Conv", {c3, half({4, 8, 3, 3}, 9)}, pad)}));
+    b.output(b.node("Conv", {b.input("x2", {1, 3, 5, 5}), half({4, 3, 3, 3}, 10)}));  // alone: not blocked
+    Compared c = run_both(
+        b.m, {{"x", random_uniform({2, 5, 9, 7}, 11)}, {"x2", random_uniform({1, 3, 5, 5}, 12)}}, {}, 1e-4);
+    EXPECT_EQ(c.ops["vlrt.BlockedConv"], 4);
+    EXPECT_EQ(c.ops["Cast"], 0);
+    std::string r = report_of(c);
+    EXPECT_NE(r.find(cat("1 Conv in blocks of 8 channels, 3 Conv in blocks of 8 channels (", dtype_name(dt),
+                         " weight)")),
+              std::string::npos)
+        << r;
+  }
 }
 
 // A convolution whose neighbours are not convolutions stays as it was.

@@ -127,7 +127,14 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
 
 int64_t CpuBackend::conv_channel_block() const { return reference_kernels_ ? 0 : onednn_conv_channel_block(); }
 
-bool CpuBackend::reads_half_weights() const { return !reference_kernels_ && packed_matmul_available(); }
+bool CpuBackend::reads_half_product_weights() const {
+  return !reference_kernels_ && packed_matmul_available();
+}
+
+// The direct and Winograd convolutions take blocks of 8 channels (oneDNN's block on AVX2).
+bool CpuBackend::reads_half_conv_weights() const {
+  return !reference_kernels_ && direct_conv_available() && conv_channel_block() == 8;
+}
 
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {

@@ -32,7 +32,8 @@ class CpuBackend : public Backend {
                                        const std::vector<const ValueInfo*>& inputs) override;
   // oneDNN's block; 0 on the reference kernels.
   int64_t conv_channel_block() const override;
-  bool reads_half_weights() const override;
+  bool reads_half_product_weights() const override;
+  bool reads_half_conv_weights() const override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/prepare_util.h"
@@ -18,26 +19,22 @@ namespace {
 using direct::Frame;
 using direct::Geometry;
 
-// VLRT_DIRECT_CONV=0 leaves these convolutions to oneDNN (for measurements).
-bool direct_conv_enabled() {
-  static const bool on = enabled_by_env("VLRT_DIRECT_CONV");
-  return on;
-}
-
 struct Plan {
   Geometry g;
   bool depthwise = false;  // one group per channel: the depthwise kernel
   bool bias = false, sum = false;
   FusedActivation act;
+  DType weight = DType::f32;  // as the filters are held: f16 or bf16 for BlockedConv's stored weights
 
-  size_t filter_floats() const {
+  size_t filter_values() const {
     return depthwise ? size_t(g.x.blocks() * g.kh * g.kw * 8) : size_t(g.panels() * g.groups() * g.lanes * 16);
   }
+  size_t filter_bytes() const { return filter_values() * dtype_size(weight); }
   const char* kernel() const { return depthwise ? "depthwise conv" : "direct conv"; }
 };
 
 std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
-  if (!direct_conv_enabled() || cpu_isa() < CpuIsa::avx2) return std::nullopt;
+  if (!direct_conv_available()) return std::nullopt;
   bool blocked = node.domain == "vlrt" && node.op_type == "BlockedConv";
   bool fused = blocked || (node.domain == "com.microsoft" && node.op_type == "FusedConv");
   if (!fused && !(node.domain.empty() && node.op_type == "Conv")) return std::nullopt;
@@ -47,7 +44,11 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2),
                   *z = fused ? input_info(inputs, 3) : nullptr;
   if (!is_f32(x) || x->shape.size() != size_t(blocks.src ? 5 : 4)) return std::nullopt;
-  if (!is_f32_constant(w) || w->shape.size() != 4 || shape_numel(w->shape) == 0) return std::nullopt;
+  // vlrt.BlockedConv may read weights stored in half precision (passes/half_weights.h).
+  bool half =
+      blocked && w && (w->dtype == DType::f16 || w->dtype == DType::bf16) && w->value && w->value->defined();
+  if (!(is_f32_constant(w) || half) || w->shape.size() != 4 || shape_numel(w->shape) == 0)
+    return std::nullopt;
   const int64_t group = node.attr_int("group", 1);
   std::vector<ValueInfo> out = infer_node(node, opset, inputs);
   if (out.empty() || !out[0].shape_known || out[0].dtype != DType::f32) return std::nullopt;
@@ -66,6 +67,7 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   ConvGeometry cg = conv_geometry(node, xs, w->shape, ys, false);  // 2-D: axes 1 and 2
   Plan p;
   p.depthwise = depthwise;
+  p.weight = depthwise ? DType::f32 : w->dtype;  // the depthwise filters (few) are widened
   Geometry& g = p.g;
   g.x = {xs[0], in_channels, xs[2], xs[3], cg.pad[1], cg.pad[2], 0, 0, blocks.src == 0};
   g.out_channels = out_channels;
@@ -90,12 +92,22 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   return p;
 }
 
+template <class W>
+using Filters = std::vector<W, CacheLineAllocator<W>>;
+
 // [panel][in block][kh][kw][lanes input channels][16 output channels], or for the depthwise
-// kernel [block][kh][kw][8 channels]; zeros for the padding channels.
-AlignedFloats pack_filters(const Plan& p, const Tensor& weights) {
+// kernel [block][kh][kw][8 channels]; zeros for the padding channels. Float32 filters from
+// half-precision weights are widened; half-precision ones keep the stored values.
+template <class W>
+Filters<W> pack_filters(const Plan& p, const Tensor& weights) {
   const Geometry& g = p.g;
-  AlignedFloats packed(p.filter_floats(), 0.f);
-  const float* w = weights.data<float>();
+  Filters<W> packed(p.filter_values(), W{});
+  Tensor widened;
+  if (dtype_v<W> != weights.dtype()) {
+    widened = Tensor(DType::f32, weights.shape());
+    widened.assign_doubles(weights.to_double_vector());
+  }
+  const W* w = (widened.defined() ? widened : weights).data<W>();
   if (p.depthwise) {
     for (int64_t c = 0; c < g.out_channels; c++)
       for (int64_t t = 0; t < g.kh * g.kw; t++)
@@ -129,14 +141,14 @@ const float* blocked_copy(ThreadPool& pool, const direct::Frame& f, const float*
   return copy;
 }
 
+template <class W>
 class OwnConv : public PreparedKernel {
  public:
-  OwnConv(Plan p, const Tensor& weights)
-      : plan_(std::move(p)), filters_(pack_filters(plan_, weights)) {
+  OwnConv(Plan p, const Tensor& weights) : plan_(std::move(p)), filters_(pack_filters<W>(plan_, weights)) {
     if (!plan_.depthwise) offsets_ = step_offsets(plan_.g);
   }
 
-  size_t bytes() const override { return filters_.size() * sizeof(float); }
+  size_t bytes() const override { return filters_.size() * sizeof(W); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
     const Geometry& g = plan_.g;
@@ -154,11 +166,14 @@ class OwnConv : public PreparedKernel {
     float* y = g.plain_output ? grown(t_output, yf.copy_floats()) : out[0]->data<float>();
     std::vector<float> bias = padded_bias(plan_.bias ? in[2] : nullptr, g.out_channels, g.panels() * 16);
     direct::Epilogue e{bias.data(), z, plan_.act};
-    if (plan_.depthwise)
-      pool.parallel_for(g.depthwise_jobs(), [&](int64_t b, int64_t end) {
-        direct::depthwise_rows(g, source, filters_.data(), e, y, b, end);
-      });
-    else
+    if constexpr (std::is_same_v<W, float>) {
+      if (plan_.depthwise) {
+        pool.parallel_for(g.depthwise_jobs(), [&](int64_t b, int64_t end) {
+          direct::depthwise_rows(g, source, filters_.data(), e, y, b, end);
+        });
+      }
+    }
+    if (!plan_.depthwise)
       pool.parallel_for(g.jobs(), [&](int64_t b, int64_t end) {
         direct::rows(g, source, filters_.data(), offsets_.data(), e, y, b, end);
       });
@@ -170,20 +185,40 @@ class OwnConv : public PreparedKernel {
 
  private:
   Plan plan_;
-  AlignedFloats filters_;
+  Filters<W> filters_;
   std::vector<int64_t> offsets_;
 };
 
 }  // namespace
 
+bool direct_conv_available() {
+  // VLRT_DIRECT_CONV=0 leaves these convolutions to oneDNN (for measurements).
+  static const bool on = enabled_by_env("VLRT_DIRECT_CONV");
+  return on && cpu_isa() >= CpuIsa::avx2;
+}
+
 PrepareInfo direct_conv_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
-  if (auto p = plan_direct(node, opset, inputs)) return {p->filter_floats() * sizeof(float), {1}, p->kernel()};
+  if (auto p = plan_direct(node, opset, inputs))
+    return {
+        p->filter_bytes(),
+        {1},
+        p->weight == DType::f32 ? p->kernel() : cat(p->kernel(), " (", dtype_name(p->weight), " weight)")};
   return {};
 }
 
 std::unique_ptr<PreparedKernel> make_direct_conv(const Node& node, int64_t opset,
                                                  const std::vector<const ValueInfo*>& inputs) {
-  if (auto p = plan_direct(node, opset, inputs)) return std::make_unique<OwnConv>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_direct(node, opset, inputs)) {
+    const Tensor& w = *inputs[1]->value;
+    switch (p->weight) {
+      case DType::f16:
+        return std::make_unique<OwnConv<half_t>>(std::move(*p), w);
+      case DType::bf16:
+        return std::make_unique<OwnConv<bf16_t>>(std::move(*p), w);
+      default:
+        return std::make_unique<OwnConv<float>>(std::move(*p), w);
+    }
+  }
   return nullptr;
 }
 

@@ -37,6 +37,8 @@
 
 namespace vlrt {
 
+// The direct convolution runs here (AVX2, not turned off by VLRT_DIRECT_CONV=0).
+bool direct_conv_available();
 // What the direct or depthwise kernel of this node would hold (bytes 0: neither takes the node).
 PrepareInfo direct_conv_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs);
 // That kernel, its filters packed; nullptr where it does not take the node.
@@ -96,8 +98,10 @@ void copy_to_blocks(const Frame& f, const float* x, float* blocked, int64_t begi
 void copy_to_plain(const Frame& f, const float* blocked, float* plain, int64_t begin, int64_t end);
 // Y [batch][out_blocks][oh][ow][8] for jobs [begin, end) of g.jobs() (panel, image, chunk) from
 // the blocked source; `offsets` holds, for each of g.groups() steps, where its channels lie from
-// the top-left tap of an output pixel; z (in e) blocked like Y.
-void rows(const Geometry& g, const float* source, const float* filters, const int64_t* offsets, const Epilogue& e,
+// the top-left tap of an output pixel; z (in e) blocked like Y. Filters of float, half_t or
+// bf16_t (weights stored in half precision, widened as they are loaded).
+template <class W>
+void rows(const Geometry& g, const float* source, const W* filters, const int64_t* offsets, const Epilogue& e,
           float* y, int64_t begin, int64_t end);
 
 // The depthwise convolution (one filter per channel, filters [block][kh][kw][8]) from the

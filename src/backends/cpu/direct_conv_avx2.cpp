@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/epilogue_avx2.h"
+#include "backends/cpu/gemm_tile_avx2.h"
 #include "ops/shape_util.h"
 
 namespace vlrt::direct {
@@ -38,8 +39,8 @@ constexpr int64_t kDepthGroups = 32;
 // channels: each step of the depth broadcasts `lanes` channels (8 when Full) of each pixel
 // against the panel's lanes x 16 weights, adding to the sums in Y unless these steps begin the
 // depth (`first`). The accumulators are named one by one (see gemm_tile_avx2.h).
-template <int Rows, bool Full>
-void tile(const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const float* w,
+template <int Rows, bool Full, class W>
+void tile(const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const W* w,
           const Out& o, int64_t px, bool first) {
   if constexpr (Full) lanes = 8;
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
@@ -56,7 +57,8 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
     const int64_t off = offsets[s];
     const float *a0 = o0 + off, *a1 = o1 + off, *a2 = o2 + off, *a3 = o3 + off, *a4 = o4 + off, *a5 = o5 + off;
     for (int i = 0; i < lanes; i++) {
-      __m256 b0 = _mm256_loadu_ps(w + i * 16), b1 = _mm256_loadu_ps(w + i * 16 + 8), x;
+      __m256 b0, b1, x;
+      load_row16(w + i * 16, b0, b1);
 #define VLRT_ROW(r)                              \
   if constexpr (Rows > r) {                      \
     x = _mm256_broadcast_ss(a##r + i);           \
@@ -73,16 +75,22 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
 #undef VLRT_KEEP
 }
 
-template <bool Full>
-void tile(int rows, const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const float* w,
-          const Out& o, int64_t px, bool first) {
+template <bool Full, class W>
+void tile(int rows, const float* const* origins, const int64_t* offsets, int64_t groups, int lanes,
+          const W* w, const Out& o, int64_t px, bool first) {
   switch (rows) {
-    case 6: return tile<6, Full>(origins, offsets, groups, lanes, w, o, px, first);
-    case 5: return tile<5, Full>(origins, offsets, groups, lanes, w, o, px, first);
-    case 4: return tile<4, Full>(origins, offsets, groups, lanes, w, o, px, first);
-    case 3: return tile<3, Full>(origins, offsets, groups, lanes, w, o, px, first);
-    case 2: return tile<2, Full>(origins, offsets, groups, lanes, w, o, px, first);
-    default: return tile<1, Full>(origins, offsets, groups, lanes, w, o, px, first);
+    case 6:
+      return tile<6, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+    case 5:
+      return tile<5, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+    case 4:
+      return tile<4, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+    case 3:
+      return tile<3, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+    case 2:
+      return tile<2, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+    default:
+      return tile<1, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
   }
 }
 
@@ -160,7 +168,8 @@ void copy_to_plain(const Frame& f, const float* blocked, float* plain, int64_t b
   }
 }
 
-void rows(const Geometry& g, const float* source, const float* filters, const int64_t* offsets, const Epilogue& e,
+template <class W>
+void rows(const Geometry& g, const float* source, const W* filters, const int64_t* offsets, const Epilogue& e,
           float* y, int64_t begin, int64_t end) {
   const int64_t chunks = g.chunks(), pixels = g.oh * g.ow, groups = g.groups(), plane = pixels * 8,
                 out_blocks = g.out_blocks(), batch = g.x.batch, wp = g.x.wp;
@@ -171,7 +180,7 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     Out o;
     o.y0 = y + (n * out_blocks + ob) * plane;
     o.y1 = ob + 1 < out_blocks ? o.y0 + plane : nullptr;
-    const float* w = filters + panel * groups * lanes * 16;
+    const W* w = filters + panel * groups * lanes * 16;
     const float* image = source + n * g.x.blocks() * g.x.hp * wp * 8;
     // The chunk's pixels (rows after rows) in tiles of up to 6, split evenly (7 as 4 + 3, not 6 + 1).
     int64_t p0 = chunk * kChunkPixels, p1 = std::min(pixels, p0 + kChunkPixels), count = p1 - p0;
@@ -186,7 +195,7 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
       int64_t depth = std::min(kDepthGroups, groups - s0);
       for (int64_t t = 0, a = p0; t < split.tiles; t++) {
         int64_t b = a + split.size(t);
-        const float* slice = w + s0 * lanes * 16;
+        const W* slice = w + s0 * lanes * 16;
         if (lanes == 8)
           tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);
         else
@@ -204,6 +213,13 @@ void rows(const Geometry& g, const float* source, const float* filters, const in
     }
   }
 }
+
+template void rows(const Geometry&, const float*, const float*, const int64_t*, const Epilogue&, float*,
+                   int64_t, int64_t);
+template void rows(const Geometry&, const float*, const half_t*, const int64_t*, const Epilogue&, float*,
+                   int64_t, int64_t);
+template void rows(const Geometry&, const float*, const bf16_t*, const int64_t*, const Epilogue&, float*,
+                   int64_t, int64_t);
 
 }  // namespace vlrt::direct
 

@@ -56,6 +56,12 @@ void blocked_conv_kernel(KernelContext& ctx) {
   Tensor x = blocks.src ? unblocked(ctx.pool, ctx.input(0), blocks.src, in_channels) : ctx.input(0);
   std::vector<const Tensor*> inputs{&x};
   for (size_t i = 1; i < ctx.input_count(); i++) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  Tensor widened;  // weights stored in half precision, exactly as float32
+  if (w.dtype() != DType::f32) {
+    widened = Tensor(DType::f32, w.shape());
+    widened.assign_doubles(w.to_double_vector());
+    inputs[1] = &widened;
+  }
   Tensor z;
   if (ctx.has_input(3) && blocks.sum) {
     z = unblocked(ctx.pool, ctx.input(3), blocks.sum, out_channels);
