@@ -255,6 +255,12 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
   return out;
 }
 
+Tensor Tensor::converted(DType t) const {
+  Tensor out(t, shape_);
+  out.assign_doubles(to_double_vector());
+  return out;
+}
+
 std::vector<double> Tensor::to_double_vector() const {
   std::vector<double> out(numel_);
   if (dtype_ == DType::f16) {

@@ -164,8 +164,7 @@ TEST(CpuDirectConv, HalfPrecisionWeightsMatchTheirFloat32Values) {
       Tensor plain_x = random_uniform({c.n, c.ic, c.h, c.w}, 1);
       Tensor x = c.src_block ? channel_blocks(plain_x, 8) : plain_x;
       Tensor half = random_uniform({c.oc, c.depthwise ? 1 : c.ic, c.kh, c.kw}, 2, -1, 1, dt);
-      Tensor wide(DType::f32, half.shape());
-      wide.assign_doubles(half.to_double_vector());
+      Tensor wide = half.converted(DType::f32);
       Tensor b = random_uniform({c.oc}, 3);
       Shape y_shape{c.n, (c.oc + 7) / 8, oh, ow, 8};
       Node n = blocked_conv({x, half, b}, conv_attrs(c, "Relu", {}));

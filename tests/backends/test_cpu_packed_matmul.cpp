@@ -70,8 +70,7 @@ TEST(CpuPackedMatMul, HalfPrecisionWeightsMatchTheirFloat32Values) {
       SCOPED_TRACE(cat(dtype_name(dt), trans ? " transB" : ""));
       Tensor a = random_uniform({2, 7, 300}, 1), bias = random_uniform({21}, 3);
       Tensor b = random_uniform(trans ? Shape{21, 300} : Shape{300, 21}, 2, -1, 1, dt);
-      Tensor wide(DType::f32, b.shape());
-      wide.assign_doubles(b.to_double_vector());
+      Tensor wide = b.converted(DType::f32);
       std::map<std::string, Attribute> attrs = {{"activation", attr_s("Relu")}, {"transB", attr_i(trans)}};
       EXPECT_EQ(taken_bytes("FusedMatMul", {a, b, bias}, attrs), size_t(2 * 300 * 16 * 2));
       check("FusedMatMul", {a, b, bias}, attrs);

@@ -45,9 +45,7 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
                   *z = fused ? input_info(inputs, 3) : nullptr;
   if (!is_f32(x) || x->shape.size() != size_t(blocks.src ? 5 : 4)) return std::nullopt;
   // vlrt.BlockedConv may read weights stored in half precision (passes/half_weights.h).
-  bool half =
-      blocked && w && (w->dtype == DType::f16 || w->dtype == DType::bf16) && w->value && w->value->defined();
-  if (!(is_f32_constant(w) || half) || w->shape.size() != 4 || shape_numel(w->shape) == 0)
+  if (!(is_f32_constant(w) || (blocked && is_half_constant(w))) || w->shape.size() != 4 || shape_numel(w->shape) == 0)
     return std::nullopt;
   const int64_t group = node.attr_int("group", 1);
   std::vector<ValueInfo> out = infer_node(node, opset, inputs);
@@ -102,12 +100,8 @@ template <class W>
 Filters<W> pack_filters(const Plan& p, const Tensor& weights) {
   const Geometry& g = p.g;
   Filters<W> packed(p.filter_values(), W{});
-  Tensor widened;
-  if (dtype_v<W> != weights.dtype()) {
-    widened = Tensor(DType::f32, weights.shape());
-    widened.assign_doubles(weights.to_double_vector());
-  }
-  const W* w = (widened.defined() ? widened : weights).data<W>();
+  const Tensor source = dtype_v<W> == weights.dtype() ? weights : weights.converted(DType::f32);
+  const W* w = source.data<W>();
   if (p.depthwise) {
     for (int64_t c = 0; c < g.out_channels; c++)
       for (int64_t t = 0; t < g.kh * g.kw; t++)

@@ -28,14 +28,6 @@ struct Plan {
   size_t packed_bytes() const { return packed_values() * dtype_size(weight); }
 };
 
-// B of FusedMatMul may be a float16 or bfloat16 constant (passes/fuse_matmul.cpp leaves the
-// weights of a --fp16 or --bf16 model so).
-bool is_weight_constant(const ValueInfo* w, bool fused) {
-  if (is_f32_constant(w)) return true;
-  return fused && w && (w->dtype == DType::f16 || w->dtype == DType::bf16) && w->shape_known && w->value &&
-         w->value->defined();
-}
-
 std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueInfo*>& inputs) {
   if (!packed_matmul_available()) return std::nullopt;
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
@@ -43,7 +35,7 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
                   *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
-  if (!is_f32(a) || a->shape.size() < 2 || !is_weight_constant(w, fused) || w->shape.size() != 2)
+  if (!is_f32(a) || a->shape.size() < 2 || !(is_f32_constant(w) || (fused && is_half_constant(w))) || w->shape.size() != 2)
     return std::nullopt;
   Plan p;
   p.weight = w->dtype;

@@ -47,8 +47,7 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
   if (blocks.src != 8 || blocks.dst != 8 || (z && blocks.sum != 8)) return std::nullopt;
   if (!is_f32(x) || x->shape.size() != 5 || x->shape[4] != 8) return std::nullopt;
   // Weights stored in half precision (passes/half_weights.h) are widened into the transformed filters.
-  bool half = w && (w->dtype == DType::f16 || w->dtype == DType::bf16) && w->value && w->value->defined();
-  if (!(is_f32_constant(w) || half) || w->shape.size() != 4 || w->shape[2] != 3 || w->shape[3] != 3)
+  if (!(is_f32_constant(w) || is_half_constant(w)) || w->shape.size() != 4 || w->shape[2] != 3 || w->shape[3] != 3)
     return std::nullopt;
   std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
   if (node.attr_int("group", 1) != 1 || !all_equal(node.attr_ints("strides", {1, 1}), 1) ||
@@ -91,12 +90,8 @@ AlignedFloats transform_filters(const Plan& p, const Tensor& weights) {
                                  {0, 0, 1}};
   const Geometry& g = p.g;
   AlignedFloats u(p.filter_floats(), 0.f);
-  Tensor widened;
-  if (weights.dtype() != DType::f32) {
-    widened = Tensor(DType::f32, weights.shape());
-    widened.assign_doubles(weights.to_double_vector());
-  }
-  const float* w = (widened.defined() ? widened : weights).data<float>();
+  const Tensor source = weights.dtype() == DType::f32 ? weights : weights.converted(DType::f32);
+  const float* w = source.data<float>();
   int64_t width = g.in_width(), panels = g.out_panels();
   for (int64_t oc = 0; oc < g.out_channels; oc++)
     for (int64_t ic = 0; ic < p.in_channels; ic++) {

@@ -173,8 +173,7 @@ void fused_matmul_kernel(KernelContext& ctx) {
   const Tensor* b = &ctx.input(1);
   Tensor widened, transposed;
   if (b->dtype() != ctx.input(0).dtype()) {
-    widened = Tensor(ctx.input(0).dtype(), b->shape());
-    widened.assign_doubles(b->to_double_vector());
+    widened = b->converted(ctx.input(0).dtype());
     b = &widened;
   }
   if (ctx.node.attr_int("transB", 0)) {

@@ -58,8 +58,7 @@ void blocked_conv_kernel(KernelContext& ctx) {
   for (size_t i = 1; i < ctx.input_count(); i++) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   Tensor widened;  // weights stored in half precision, exactly as float32
   if (w.dtype() != DType::f32) {
-    widened = Tensor(DType::f32, w.shape());
-    widened.assign_doubles(w.to_double_vector());
+    widened = w.converted(DType::f32);
     inputs[1] = &widened;
   }
   Tensor z;
