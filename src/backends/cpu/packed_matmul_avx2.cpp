@@ -4,6 +4,7 @@
 #if defined(__x86_64__)
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/gemm_tile_avx2.h"
 #include "ops/shape_util.h"
@@ -15,6 +16,7 @@ void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, 
               int64_t end) {
   const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
   alignas(32) float tail[6 * 16];
+  alignas(64) float widened[kDepthBlock * 16];
   for (int64_t job = begin; job < end; job++) {
     int64_t p = job / row_blocks, r0 = job % row_blocks * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
     int64_t cols = std::min<int64_t>(16, n - p * 16);
@@ -25,6 +27,22 @@ void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, 
       // The job's rows in tiles of up to 6 split evenly (32 as 6 6 5 5 5 5, not 6 6 6 6 6 2: a
       // tile of 2 rows loads as much of B as one of 6).
       const EvenTiles split(r1 - r0, 6);
+      // A half-precision slice that several row tiles read is widened once, into L1 (for one or
+      // two tiles the tile widens as it loads).
+      const bool widen = !std::is_same_v<W, float> && split.tiles > 2;
+      if (widen)
+        for (int64_t i = 0; i < depth; i++) {
+          __m256 lo, hi;
+          load_row16(b + i * 16, lo, hi);
+          _mm256_store_ps(widened + i * 16, lo);
+          _mm256_store_ps(widened + i * 16 + 8, hi);
+        }
+      auto tile = [&](int rows, const float* a_rows, const auto* slice, float* c, int64_t ldc) {
+        if (k0 == 0)
+          gemm_tile(rows, a_rows, k, slice, depth, c, ldc);
+        else
+          gemm_tile<true>(rows, a_rows, k, slice, depth, c, ldc);
+      };
       for (int64_t t = 0, r = r0; t < split.tiles; t++) {
         int rows = int(split.size(t));
         const float* a_rows = a + r * k + k0;
@@ -34,10 +52,10 @@ void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, 
           c = tail;
         }
         int64_t ldc = cols < 16 ? 16 : n;
-        if (k0 == 0)
-          gemm_tile(rows, a_rows, k, b, depth, c, ldc);
+        if (widen)
+          tile(rows, a_rows, widened, c, ldc);
         else
-          gemm_tile<true>(rows, a_rows, k, b, depth, c, ldc);
+          tile(rows, a_rows, b, c, ldc);
         if (cols < 16)
           for (int i = 0; i < rows; i++) std::memcpy(y + (r + i) * n + p * 16, tail + i * 16, size_t(cols) * sizeof(float));
         r += rows;
