@@ -3,7 +3,8 @@
 // kernels read them as stored, instead of widened to float32 when the session folds constants:
 //   Gather(Cast(T), I)  ->  Cast(Gather(T, I))   (an embedding table: only the rows read widen)
 //   MatMul / Gemm(A, Cast(W))  ->  vlrt.FusedMatMul(A, W)   (fuse_matmul.cpp, after folding)
-// Both compute exactly what the graph did: widening a half-precision value is exact.
+//   Conv(X, Cast(W)) in a blocked run  ->  vlrt.BlockedConv(X, W)   (conv_layout.cpp)
+// Each computes exactly what the graph did: widening a half-precision value is exact.
 #pragma once
 
 #include <string>
@@ -19,10 +20,11 @@ namespace vlrt {
 bool casts_half_initializer(const Node& n, const Graph& g);
 
 // Before constant folding: moves the Casts of half-precision tables behind the Gathers that read
-// them, and returns the outputs of the Casts that only MatMul and Gemm read as their weight B,
-// which folding must leave (fold_constants' `keep`) for fuse_matmul to take. Nothing when the
-// options or the backend (Backend::reads_half_product_weights) do not keep half weights; a second folding
-// after fusion widens whatever fusion did not take.
+// them, and returns the outputs of the Casts that only MatMul and Gemm (as B) or Conv (as W, no
+// BatchNormalization after it) read, which folding must leave (fold_constants' `keep`) for the
+// fusion passes to take. Nothing where the options or the backend
+// (Backend::reads_half_product_weights, reads_half_conv_weights) do not keep half weights; a
+// second folding after fusion widens whatever fusion did not take.
 std::unordered_set<std::string> keep_half_weights(Model& model, const FusionOptions& options,
                                                   const Backend& host);
 
