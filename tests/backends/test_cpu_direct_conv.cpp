@@ -143,20 +143,22 @@ TEST(CpuDirectConv, TakesOnlyTheConvolutionsItComputes) {
 }
 
 // BlockedConv's weights stored in float16 or bfloat16 (passes/half_weights.h): the direct kernel
-// holds them so, half the bytes, the depthwise and Winograd kernels widen them; each gives
+// holds them so, half the bytes, the depthwise, Winograd and oneDNN kernels widen them; each gives
 // exactly what it gives with the widened float32 weights, and the reference kernel agrees.
 TEST(CpuDirectConv, HalfPrecisionWeightsMatchTheirFloat32Values) {
   if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
   struct HalfCase {
     Case c;
     const char* kernel;
+    const char* act = "Relu";
   };
   for (DType dt : {DType::f16, DType::bf16})
     for (const HalfCase& hc :
          {HalfCase{{2, 19, 21, 10, 9, 3, 3, 2, 1, {1, 1, 1, 1}, 8}, "direct conv"},
           HalfCase{{1, 3, 16, 15, 13, 7, 7, 2, 1, {3, 3, 3, 3}, 0}, "direct conv"},
           HalfCase{{1, 16, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true}, "depthwise conv"},
-          HalfCase{{1, 16, 24, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, 8}, "Winograd"}}) {
+          HalfCase{{1, 16, 24, 12, 12, 3, 3, 1, 1, {1, 1, 1, 1}, 8}, "Winograd"},
+          HalfCase{{1, 16, 24, 5, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 8}, "oneDNN conv", "Tanh"}}) {
       const Case& c = hc.c;
       SCOPED_TRACE(cat(dtype_name(dt), " ", hc.kernel));
       int64_t oh = out_size(c.h, c.kh, c.stride, c.dilation, c.pads[0] + c.pads[2]);
@@ -167,7 +169,7 @@ TEST(CpuDirectConv, HalfPrecisionWeightsMatchTheirFloat32Values) {
       Tensor wide = half.converted(DType::f32);
       Tensor b = random_uniform({c.oc}, 3);
       Shape y_shape{c.n, (c.oc + 7) / 8, oh, ow, 8};
-      Node n = blocked_conv({x, half, b}, conv_attrs(c, "Relu", {}));
+      Node n = blocked_conv({x, half, b}, conv_attrs(c, hc.act, {}));
       CpuBackend cpu(0, test_pool());
       cpu.set_reference_kernels(false);
       ValueInfos half_infos({x, half, b}), wide_infos({x, wide, b});

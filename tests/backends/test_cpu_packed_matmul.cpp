@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/onednn.h"
 #include "backends/cpu/packed_matmul.h"
 #include "op_test_util.h"
 
@@ -76,6 +77,12 @@ TEST(CpuPackedMatMul, HalfPrecisionWeightsMatchTheirFloat32Values) {
       check("FusedMatMul", {a, b, bias}, attrs);
       Node n = node_of("FusedMatMul", {a, b, bias}, attrs);
       expect_close(run_on_cpu(n, {a, b, bias}, false), run_on_cpu(n, {a, wide, bias}, false), 0, 0);
+      // oneDNN's matmul (where the packed one is turned off) widens it when it packs.
+      ValueInfos half_infos({a, b, bias}), wide_infos({a, wide, bias});
+      const int threads = int(test_pool().size());
+      EXPECT_GT(onednn_prepare_info(n, 17, half_infos.ptrs, threads).bytes, 0u);
+      expect_close(run_prepared(make_onednn_kernel(n, 17, half_infos.ptrs, threads), {a, b, bias}, {2, 7, 21}),
+                   run_prepared(make_onednn_kernel(n, 17, wide_infos.ptrs, threads), {a, wide, bias}, {2, 7, 21}), 0, 0);
     }
   Tensor a = random_uniform({5, 19}, 1), b = random_uniform({19, 21}, 2, -1, 1, DType::f16);
   EXPECT_EQ(taken_bytes("MatMul", {a, b}), 0u) << "MatMul itself takes float32 weights only";

@@ -170,7 +170,10 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   if (!fused && !(node.domain.empty() && node.op_type == "Conv")) return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2),
                   *z = fused ? input_info(inputs, 3) : nullptr;
-  if (!is_f32(x) || !is_f32_constant(w) || (b && !is_f32(b)) || (z && !is_f32(z))) return std::nullopt;
+  // BlockedConv's weights stored in half precision (passes/half_weights.h) are widened when packed.
+  if (!is_f32(x) || !(is_f32_constant(w) || (blocked && is_half_constant(w))) || (b && !is_f32(b)) ||
+      (z && !is_f32(z)))
+    return std::nullopt;
   ConvBlocks blocks = blocked ? conv_blocks(node) : ConvBlocks{};
   for (int64_t block : {blocks.src, blocks.sum, blocks.dst})
     if (block != 0 && block != 8 && block != 16) return std::nullopt;
@@ -223,7 +226,10 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
                   *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
-  if (!is_f32(a) || !is_f32_constant(w) || w->shape.size() != 2 || a->shape.size() < 2) return std::nullopt;
+  // FusedMatMul's B stored in half precision (passes/half_weights.h) is widened when packed.
+  if (!is_f32(a) || !(is_f32_constant(w) || (fused && is_half_constant(w))) || w->shape.size() != 2 ||
+      a->shape.size() < 2)
+    return std::nullopt;
   bool tb = fused && node.attr_int("transB", 0) != 0;
   if (gemm) {
     if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f || a->shape.size() != 2)
@@ -644,8 +650,14 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
 std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t opset,
                                                 const std::vector<const ValueInfo*>& inputs, int threads) {
   use_threads(threads);
-  if (auto p = plan_conv(node, opset, inputs)) return std::make_unique<ConvKernel>(std::move(*p), *inputs[1]->value);
-  if (auto p = plan_matmul(node, inputs)) return std::make_unique<MatMulKernel>(std::move(*p), *inputs[1]->value);
+  if (auto p = plan_conv(node, opset, inputs)) {
+    const Tensor& w = *inputs[1]->value;
+    return std::make_unique<ConvKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
+  }
+  if (auto p = plan_matmul(node, inputs)) {
+    const Tensor& w = *inputs[1]->value;
+    return std::make_unique<MatMulKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
+  }
   if (auto p = plan_integer_matmul(node, inputs)) {
     auto w = int8_weights(*inputs[p->weights()]->value, input_info(inputs, p->weights() + 2));
     return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
