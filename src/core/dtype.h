@@ -32,6 +32,8 @@ const char* dtype_name(DType t);
 // True for the types a Tensor can hold.
 bool dtype_supported(DType t);
 bool dtype_is_float(DType t);
+// float16 or bfloat16.
+inline bool dtype_is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 DType dtype_from_onnx(int32_t v);
 
 // IEEE half and bfloat16 conversions (storage types; compute happens in float).

@@ -128,8 +128,8 @@ class Tensor {
   std::vector<double> to_double_vector() const;
   // The reverse: writes numel() values, each converted to the tensor's type.
   void assign_doubles(const std::vector<double>& v);
-  // A new host tensor of type t holding these values converted (through double: exact for
-  // float16 or bfloat16 to float32).
+  // A new host tensor of type t holding these values converted (exact from float16 or bfloat16
+  // to float32).
   Tensor converted(DType t) const;
   // "float32[1,3,224,224]", "sequence(float32)[3]", "optional(sequence(int32)[2])", "optional(float32)[empty]"
   std::string describe() const;

@@ -54,6 +54,13 @@ std::vector<std::pair<std::string, const Graph*>> Node::subgraphs() const {
   return out;
 }
 
+Attribute int_attribute(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::i;
+  a.i = v;
+  return a;
+}
+
 Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
                std::vector<std::string> outputs) {
   Node n;

@@ -73,6 +73,10 @@ struct Node {
 // A node of the default domain with no attributes.
 Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
                std::vector<std::string> outputs);
+// n is the operator `op` of the default (ONNX) domain.
+inline bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
+// An integer attribute holding v.
+Attribute int_attribute(int64_t v);
 
 struct Graph {
   std::vector<Node> nodes;  // topologically sorted after load

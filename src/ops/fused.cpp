@@ -31,7 +31,7 @@ void infer_fused_matmul(InferContext& ctx) {
   for (size_t i = 1; i < ctx.input_count(); i++) {
     if (!ctx.has_input(i)) continue;
     DType d = ctx.input_dtype(i);
-    bool half_weight = i == 1 && t == DType::f32 && (d == DType::f16 || d == DType::bf16);
+    bool half_weight = i == 1 && t == DType::f32 && dtype_is_half(d);
     VLRT_CHECK(d == t || half_weight, "input ", i, " is ", dtype_name(d), " but A is ", dtype_name(t),
                "; they must match (B may be float16 or bfloat16 where A is float32)");
   }

@@ -56,7 +56,7 @@ void infer_blocked_conv(InferContext& ctx) {
               blocks.src ? channel_logical_shape(ctx.input_shape(0), blocks.src, in_channels) : ctx.input_shape(0),
               {}};
   DType wt = ctx.input_dtype(1);
-  VLRT_CHECK(wt == DType::f32 || wt == DType::f16 || wt == DType::bf16,
+  VLRT_CHECK(wt == DType::f32 || dtype_is_half(wt),
              "W must be float32, float16 or bfloat16, got ", dtype_name(wt));
   ValueInfo w_info{DType::f32, true, w, {}};  // a half-precision W is read as its float32 values
   std::vector<const ValueInfo*> conv_inputs{&x, &w_info};

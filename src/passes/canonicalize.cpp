@@ -76,13 +76,6 @@ Node make_node(Rewrite& r, const Node& of, const std::string& op, std::vector<st
   return n;
 }
 
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 Attribute string_attr(std::string v) {
   Attribute a;
   a.kind = Attribute::Kind::s;
@@ -200,13 +193,13 @@ void rewrite_softmax(Rewrite& r, Node& n) {
   if (r.opset >= 13) return;
   int64_t axis = n.attr_int("axis", 1);
   int64_t rank = r.rank_of(n.inputs.at(0));
-  n.attrs["axis"] = int_attr(-1);
+  n.attrs["axis"] = int_attribute(-1);
   r.changed = true;
   if (axis == -1 || (rank >= 0 && axis == rank - 1)) return;
   std::string x = n.inputs[0], y = n.outputs.at(0);
   std::string flat = r.fresh(n, "2d_in"), shape = r.fresh(n, "shape"), y2d = r.fresh(n, "2d_out");
   Node flatten = make_node(r, n, "Flatten", {x}, {flat});
-  flatten.attrs["axis"] = int_attr(axis);
+  flatten.attrs["axis"] = int_attribute(axis);
   r.before.push_back(std::move(flatten));
   r.before.push_back(make_node(r, n, "Shape", {x}, {shape}));
   n.inputs[0] = flat;

@@ -31,17 +31,10 @@ const Tensor* weights(FusionGraph& g, const Node& n) {
 bool eligible(FusionGraph& g, const Node& n) {
   if (!is_conv(n) || n.inputs.size() < 2 || n.outputs.size() != 1) return false;
   const Tensor* w = weights(g, n);
-  if (!w || !dtype_is_float(w->dtype()) || w->dtype() == DType::f64 || w->rank() != 4 || w->numel() == 0)
+  if (!w || !(w->dtype() == DType::f32 || dtype_is_half(w->dtype())) || w->rank() != 4 || w->numel() == 0)
     return false;
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !g.constant(n.inputs[2])) return false;
   return g.facts.dtype(n.inputs[0]) == DType::f32 && g.facts.rank(n.inputs[0]) == size_t(4);
-}
-
-Attribute int_attr(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
 }
 
 }  // namespace
@@ -84,8 +77,8 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
     back.name = cat(plain, "_from_blocks");
     back.inputs = {blocked};
     back.outputs = {plain};
-    back.attrs["block"] = int_attr(block);
-    back.attrs["channels"] = int_attr(channels[plain]);
+    back.attrs["block"] = int_attribute(block);
+    back.attrs["channels"] = int_attribute(channels[plain]);
     conversions.push_back(std::move(back));
   }
   auto blocked_as = [&](std::string& v) -> int64_t {
@@ -107,9 +100,9 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
                           : cat(pattern, " (", dtype_name(g.constant(half_w)->dtype()), " weight)")]++;
     n.op_type = "BlockedConv";
     n.domain = "vlrt";
-    n.attrs["src_block"] = int_attr(src);
-    n.attrs["sum_block"] = int_attr(sum);
-    n.attrs["dst_block"] = int_attr(dst);
+    n.attrs["src_block"] = int_attribute(src);
+    n.attrs["sum_block"] = int_attribute(sum);
+    n.attrs["dst_block"] = int_attribute(dst);
     g.replace(i, std::move(n));
     g.remove_if_unread(w);
   }

@@ -8,8 +8,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // The constant input i of n as doubles, or nullopt when it is not a constant of `count` values.
 std::optional<std::vector<double>> constant_values(FusionGraph& g, const Node& n, size_t i, int64_t count) {
   if (i >= n.inputs.size() || n.inputs[i].empty()) return std::nullopt;

@@ -12,8 +12,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // The single node reading v, when it is a `op`; its index, or -1.
 int only_user(FusionGraph& g, const std::string& v, const char* op) {
   if (!g.single_use(v)) return -1;

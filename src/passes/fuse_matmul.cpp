@@ -8,8 +8,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // A constant that adds the same value to every row of a product with n columns ([n], [1, n],
 // [1, 1, n] ...), as a [n] tensor; nullopt otherwise. `product_rank` bounds its rank.
 std::optional<Tensor> row_bias(FusionGraph& g, const std::string& v, int64_t n, size_t product_rank) {
@@ -112,10 +110,7 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
     if (bt) {
       fused.inputs[1] = g.add_constant(product.inputs[1] + "_t", *bt);
     } else {
-      Attribute t;
-      t.kind = Attribute::Kind::i;
-      t.i = 1;
-      fused.attrs["transB"] = t;
+      fused.attrs["transB"] = int_attribute(1);
     }
   }
   while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();

@@ -18,7 +18,6 @@ namespace {
 
 constexpr const char* kMsDomain = "com.microsoft";
 
-bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
 bool is_dq(const Node* n) { return n && is_op(*n, "DequantizeLinear"); }
 bool is_q(const Node* n) { return n && is_op(*n, "QuantizeLinear"); }
 bool is_8bit(DType t) { return t == DType::u8 || t == DType::i8; }

@@ -6,8 +6,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-
 // A value name made from `base` that no node output or initializer of g has.
 std::string fresh_name(const Graph& g, const std::unordered_set<std::string>& taken,
                        const std::string& base) {
@@ -33,17 +31,13 @@ void gather_before_widening(Graph& g) {
       nodes.push_back(std::move(n));
       continue;
     }
-    Node widen;
-    widen.name = fresh_name(g, names, n.name + "_widen");
-    widen.op_type = "Cast";
-    widen.attrs["to"].kind = Attribute::Kind::i;
-    widen.attrs["to"].i = int64_t(DType::f32);
-    widen.outputs = {n.outputs[0]};
+    std::string rows = fresh_name(g, names, n.outputs[0] + "_half");
+    Node widen = make_node(fresh_name(g, names, n.name + "_widen"), "Cast", {rows}, {n.outputs[0]});
+    widen.attrs["to"] = int_attribute(int64_t(DType::f32));
     n.inputs[0] = table->second;
-    n.outputs[0] = fresh_name(g, names, n.outputs[0] + "_half");
-    names.insert(n.outputs[0]);
+    n.outputs[0] = rows;
+    names.insert(rows);
     names.insert(widen.name);
-    widen.inputs = {n.outputs[0]};
     nodes.push_back(std::move(n));
     nodes.push_back(std::move(widen));
   }
@@ -67,8 +61,7 @@ bool casts_half_initializer(const Node& n, const Graph& g) {
       n.attr_int("to", 0) != int64_t(DType::f32))
     return false;
   auto it = g.initializers.find(n.inputs[0]);
-  return it != g.initializers.end() &&
-         (it->second.dtype() == DType::f16 || it->second.dtype() == DType::bf16);
+  return it != g.initializers.end() && dtype_is_half(it->second.dtype());
 }
 
 std::unordered_set<std::string> keep_half_weights(Model& model, const FusionOptions& options,

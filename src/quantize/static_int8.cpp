@@ -11,13 +11,6 @@ namespace vlrt {
 
 namespace {
 
-Attribute int_attribute(int64_t v) {
-  Attribute a;
-  a.kind = Attribute::Kind::i;
-  a.i = v;
-  return a;
-}
-
 // A node the rewrite quantizes: its activation input, its weight (input 1) with the axis of
 // its output channels, and its bias input ("" when none is quantized).
 struct Target {

@@ -18,17 +18,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
-
-Tensor half_to_f32(const Tensor& t) {
-  Tensor out(DType::f32, t.shape());
-  auto src = static_cast<const uint16_t*>(t.raw());
-  float* dst = out.data<float>();
-  for (int64_t i = 0; i < t.numel(); i++)
-    dst[i] = t.dtype() == DType::f16 ? half_to_float(src[i]) : bf16_to_float(src[i]);
-  return out;
-}
-
 void f32_to_half(const Tensor& src, Tensor& dst) {
   const float* s = src.data<float>();
   auto d = static_cast<uint16_t*>(dst.raw());
@@ -148,8 +137,8 @@ void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const st
   if (!kernel) unsupported(node.label(), ": the CPU backend has no kernel for ", node.op_type);
   bool convert = false;
   if (!kernel->handles_half) {
-    for (auto* t : inputs) convert = convert || (t && is_half(t->dtype()));
-    for (auto* t : outputs) convert = convert || (t && is_half(t->dtype()));
+    for (auto* t : inputs) convert = convert || (t && dtype_is_half(t->dtype()));
+    for (auto* t : outputs) convert = convert || (t && dtype_is_half(t->dtype()));
   }
   if (!convert) {
     KernelContext ctx(node, opset, pool, inputs, outputs);
@@ -161,13 +150,13 @@ void call_cpu_kernel(const Node& node, int64_t opset, ThreadPool& pool, const st
   std::vector<const Tensor*> k_in = inputs;
   std::vector<Tensor*> k_out = outputs;
   for (size_t i = 0; i < inputs.size(); i++) {
-    if (inputs[i] && is_half(inputs[i]->dtype())) {
-      conv_in[i] = half_to_f32(*inputs[i]);
+    if (inputs[i] && dtype_is_half(inputs[i]->dtype())) {
+      conv_in[i] = inputs[i]->converted(DType::f32);
       k_in[i] = &conv_in[i];
     }
   }
   for (size_t i = 0; i < outputs.size(); i++) {
-    if (outputs[i] && is_half(outputs[i]->dtype())) {
+    if (outputs[i] && dtype_is_half(outputs[i]->dtype())) {
       conv_out[i] = Tensor(DType::f32, outputs[i]->shape());
       k_out[i] = &conv_out[i];
     }

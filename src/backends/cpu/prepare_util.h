@@ -21,8 +21,7 @@ inline bool is_f32(const ValueInfo* v) { return v && v->dtype == DType::f32 && v
 inline bool is_f32_constant(const ValueInfo* v) { return is_f32(v) && v->value && v->value->defined(); }
 // A float16 or bfloat16 constant: a weight stored in half precision (passes/half_weights.h).
 inline bool is_half_constant(const ValueInfo* v) {
-  return v && (v->dtype == DType::f16 || v->dtype == DType::bf16) && v->shape_known && v->value &&
-         v->value->defined();
+  return v && dtype_is_half(v->dtype) && v->shape_known && v->value && v->value->defined();
 }
 
 // Floats on 64-byte boundaries, as the tensors lie: the kernels' packed weights and scratch,
