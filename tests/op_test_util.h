@@ -118,6 +118,15 @@ inline Tensor random_uniform(Shape shape, uint32_t seed, float lo = -1, float hi
   t.assign_doubles(v);
   return t;
 }
+// Whole multiples of `step` from lo * step to hi * step. Sums of their products with small integers
+// are exact in float32 whatever the order, and a fake quantization at `step` absorbs the rounding
+// of a kernel that is not exact (Winograd): tests of QuantizeDequantize epilogues compare to the bit.
+inline Tensor random_multiples(Shape shape, uint32_t seed, float step, int lo, int hi) {
+  Tensor t = random_uniform(std::move(shape), seed, float(lo), float(hi) + 1);
+  for (int64_t i = 0; i < t.numel(); i++) t.data<float>()[i] = std::floor(t.data<float>()[i]) * step;
+  return t;
+}
+
 // [N, C, H, W] in blocks of `block` channels, written out independently of the kernels.
 inline Tensor channel_blocks(const Tensor& t, int64_t block) {
   int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3), blocks = (c + block - 1) / block;

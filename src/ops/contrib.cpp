@@ -3,6 +3,7 @@
 // (docs/ContribOperators.md). SimplifiedLayerNormalization is keyed in the default domain,
 // where ONNX Runtime registers it.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/contrib_semantics.h"
 #include "ops/op_schema.h"
@@ -199,6 +200,10 @@ void infer_fused_matmul(InferContext& ctx) {
 
 void infer_fused_conv(InferContext& ctx) {
   fused_conv_activation(ctx.node);
+  FusedActivation::Kind pre = fused_conv_activation(ctx.node, "pre_activation").kind;
+  VLRT_CHECK(pre == FusedActivation::none || pre == FusedActivation::quantize_dequantize,
+             "pre_activation must be QuantizeDequantize (or absent), got ",
+             ctx.node.attr_string("pre_activation", ""));
   std::vector<const ValueInfo*> conv_inputs;
   std::vector<ValueInfo> given(std::min<size_t>(ctx.input_count(), 3));
   for (size_t i = 0; i < given.size(); i++) {
@@ -377,12 +382,12 @@ std::vector<int64_t> fused_matmul_perm(size_t rank, bool trans_batch, bool trans
   return perm;
 }
 
-FusedActivation fused_conv_activation(const Node& n) {
-  std::string name = n.attr_string("activation", "");
-  std::vector<float> p = n.attr_floats("activation_params");
+FusedActivation fused_conv_activation(const Node& n, const std::string& attribute) {
+  std::string name = n.attr_string(attribute, "");
+  std::vector<float> p = n.attr_floats(attribute + "_params");
   auto params = [&](size_t count, std::vector<float> fallback) {
     if (p.empty()) p = std::move(fallback);
-    VLRT_CHECK(p.size() == count, "activation ", name, " takes ", count, " activation_params, got ",
+    VLRT_CHECK(p.size() == count, attribute, " ", name, " takes ", count, " ", attribute, "_params, got ",
                p.size());
   };
   FusedActivation a;
@@ -411,11 +416,25 @@ FusedActivation fused_conv_activation(const Node& n) {
     a.kind = FusedActivation::gelu;
   } else if (name == "FastGelu") {
     a.kind = FusedActivation::fast_gelu;
+  } else if (name == "QuantizeDequantize") {
+    params(3, {});
+    VLRT_CHECK(p[1] <= p[2], attribute, " QuantizeDequantize: low ", p[1], " above high ", p[2]);
+    a = {FusedActivation::quantize_dequantize, p[0], p[1], p[2]};
   } else {
-    unsupported("activation '", name,
-                "' (expected Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish, SiLU, Gelu or FastGelu)");
+    unsupported(
+        attribute, " '", name,
+        "' (expected Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish, SiLU, Gelu, FastGelu or "
+        "QuantizeDequantize)");
   }
   return a;
+}
+
+float quantize_dequantize(float x, float scale, float low, float high) {
+  // As QuantizeLinear then DequantizeLinear: NaN saturates to the low end; the + 0 makes a -0
+  // the integer 0 it is after quantization.
+  float r = std::nearbyint(x / scale);
+  r = !(r >= low) ? low : r > high ? high : r;
+  return (r + 0.0f) * scale;
 }
 
 // Attention and MultiHeadAttention, in contrib_attention.cpp.

@@ -18,12 +18,33 @@ std::vector<int64_t> fused_matmul_perm(size_t rank, bool trans_batch, bool trans
 // which the fusion passes write: HardSwish (x * HardSigmoid(x) with alpha 1/6, beta 0.5),
 // SiLU (x * Sigmoid(x)), Gelu (0.5 x (1 + erf(x / sqrt 2))) and FastGelu (Gelu's tanh form).
 struct FusedActivation {
-  enum Kind { none, relu, tanh, sigmoid, leaky_relu, clip, hard_sigmoid, hard_swish, silu, gelu, fast_gelu } kind =
-      none;
-  float alpha = 0, beta = 0;  // LeakyRelu alpha; Clip min, max; HardSigmoid alpha, beta
+  enum Kind {
+    none,
+    relu,
+    tanh,
+    sigmoid,
+    leaky_relu,
+    clip,
+    hard_sigmoid,
+    hard_swish,
+    silu,
+    gelu,
+    fast_gelu,
+    quantize_dequantize
+  } kind = none;
+  // LeakyRelu alpha; Clip min, max; HardSigmoid alpha, beta; QuantizeDequantize scale, low, high.
+  float alpha = 0, beta = 0, gamma = 0;
 };
-// Fails naming the activation when it is unknown or its parameters do not fit.
-FusedActivation fused_conv_activation(const Node& n);
+// QuantizeDequantize is a per-tensor QuantizeLinear followed by the DequantizeLinear of the same
+// scale and zero point, in one step: clamp(RoundHalfToEven(x / scale), low, high) * scale, where
+// low and high are the quantized type's limits less the zero point (a QDQ model's fake
+// quantization, as passes/fusion_graph.cpp finds it after a convolution or a product).
+float quantize_dequantize(float x, float scale, float low, float high);
+// A fused node's activation: attributes `attribute` (the name) and `attribute`_params. FusedConv
+// and BlockedConv compute act(pre(Conv(X, W, B)) + Z), act from "activation" and pre from
+// "pre_activation" (only QuantizeDequantize: a QDQ model's residual Add reads two fake-quantized
+// values). Fails naming the activation when it is unknown or its parameters do not fit.
+FusedActivation fused_conv_activation(const Node& n, const std::string& attribute = "activation");
 
 // MatMulNBits' attributes: Y = A [.., K] times the dequantized [N, K] weight transposed.
 // The weight has `blocks` = ceil(K / block_size) blocks per row, the last one padded.

@@ -65,24 +65,38 @@ bool fold_batchnorm(FusionGraph& g, size_t bn_index, FusionCounts& counts) {
   return true;
 }
 
-// Conv [+ Add(Z) of exactly the conv output's shape] [+ activation] as one FusedConv.
+// The Add that is y's only reader, adding a value of y's shape: its index and that value.
+std::optional<std::pair<size_t, std::string>> residual_add(FusionGraph& g, const std::string& y) {
+  std::vector<size_t> users = g.users(y);
+  if (users.size() != 1 || !g.single_use(y)) return std::nullopt;
+  const Node& add = g.node(users[0]);
+  if (!is_op(add, "Add") || add.inputs.size() != 2 || add.inputs[0] == add.inputs[1]) return std::nullopt;
+  const std::string& other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+  if (!g.facts.same_shape(other, y) || !g.facts.same_shape(add.outputs[0], y)) return std::nullopt;
+  return std::pair<size_t, std::string>{users[0], other};
+}
+
+// Conv [+ QuantizeDequantize before a residual Add] [+ Add(Z) of exactly the conv output's shape]
+// [+ activation] as one FusedConv. The QuantizeDequantize before the Add is a QDQ model's: both
+// operands of its residual Add are fake-quantized.
 void fuse_conv_chain(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
   Node conv = g.node(conv_index);
   if (!is_op(conv, "Conv") || g.facts.dtype(conv.outputs[0]) != DType::f32) return;
   std::string y = conv.outputs[0], z, pattern = "Conv";
   std::vector<size_t> chain;
-  std::vector<size_t> users = g.users(y);
-  if (users.size() == 1 && g.single_use(y)) {
-    Node& add = g.node(users[0]);
-    if (is_op(add, "Add") && add.inputs.size() == 2 && add.inputs[0] != add.inputs[1]) {
-      const std::string& other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-      if (g.facts.same_shape(other, y) && g.facts.same_shape(add.outputs[0], y)) {
-        z = other;
-        y = add.outputs[0];
-        pattern += "+Add";
-        chain.push_back(users[0]);
-      }
-    }
+  std::optional<FusableActivation> pre = activation_after(g, y);
+  if (pre && pre->name == "QuantizeDequantize" && residual_add(g, pre->output)) {
+    pattern += "+" + pre->name;
+    chain = pre->nodes;
+    y = pre->output;
+  } else {
+    pre.reset();
+  }
+  if (auto add = residual_add(g, y)) {
+    z = add->second;
+    y = g.node(add->first).outputs[0];
+    pattern += "+Add";
+    chain.push_back(add->first);
   }
   std::optional<FusableActivation> act = activation_after(g, y);
   if (act) {
@@ -96,6 +110,7 @@ void fuse_conv_chain(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
   fused.domain = "com.microsoft";
   fused.outputs = {y};
   if (act) set_activation(fused, *act);
+  if (pre) set_activation(fused, *pre, "pre_activation");
   if (!z.empty()) {
     fused.inputs.resize(3);
     fused.inputs.push_back(z);

@@ -196,6 +196,59 @@ void FusionGraph::finish() {
   for (size_t i = 0; i < size(); i++) index_node(i);
 }
 
+namespace {
+
+// The quantized type's limits, for the integer types QuantizeLinear writes.
+std::optional<std::pair<double, double>> quantized_limits(DType t) {
+  switch (t) {
+    case DType::u8:
+      return std::pair<double, double>{0, 255};
+    case DType::i8:
+      return std::pair<double, double>{-128, 127};
+    case DType::u16:
+      return std::pair<double, double>{0, 65535};
+    case DType::i16:
+      return std::pair<double, double>{-32768, 32767};
+    default:
+      return std::nullopt;
+  }
+}
+
+// QuantizeLinear node q (reading v) followed by a DequantizeLinear of the same per-tensor scale and
+// zero point, its only reader, as the QuantizeDequantize activation.
+std::optional<FusableActivation> quantize_dequantize_after(FusionGraph& g, size_t q_index) {
+  const Node& q = g.node(q_index);
+  if (q.inputs.size() < 2 || q.attr_int("saturate", 1) != 1) return std::nullopt;
+  const std::string& quantized = q.outputs[0];
+  std::vector<size_t> readers = g.users(quantized);
+  if (readers.size() != 1 || !g.single_use(quantized)) return std::nullopt;
+  const Node& dq = g.node(readers[0]);
+  if (!is_op(dq, "DequantizeLinear") || dq.inputs.size() < 2 || dq.inputs[0] != quantized ||
+      dq.outputs.size() != 1 || g.facts.dtype(dq.outputs[0]) != DType::f32)
+    return std::nullopt;
+  std::optional<std::pair<double, double>> limits = quantized_limits(g.facts.dtype(quantized));
+  // A constant of one value (any type), or nothing; an absent zero point is 0.
+  auto one_value = [&](const Node& n, size_t i, bool f32) -> std::optional<double> {
+    if (i >= n.inputs.size() || n.inputs[i].empty()) return 0.0;
+    const Tensor* t = g.constant(n.inputs[i]);
+    if (!t || t->numel() != 1 || (f32 && t->dtype() != DType::f32)) return std::nullopt;
+    return t->to_double_vector()[0];
+  };
+  std::optional<double> scale = one_value(q, 1, true), dq_scale = one_value(dq, 1, true),
+                        zp = one_value(q, 2, false), dq_zp = one_value(dq, 2, false);
+  if (!limits || !scale || !dq_scale || *scale != *dq_scale || !(*scale > 0) || !zp || !dq_zp ||
+      *zp != *dq_zp)
+    return std::nullopt;
+  FusableActivation a;
+  a.name = "QuantizeDequantize";
+  a.params = {float(*scale), float(limits->first - *zp), float(limits->second - *zp)};
+  a.nodes = {q_index, readers[0]};
+  a.output = dq.outputs[0];
+  return a;
+}
+
+}  // namespace
+
 std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v) {
   std::vector<size_t> users = g.users(v);
   if (g.facts.dtype(v) != DType::f32 && g.facts.dtype(v) != DType::undefined) return std::nullopt;
@@ -228,6 +281,8 @@ std::optional<FusableActivation> activation_after(FusionGraph& g, const std::str
     } else if (n.op_type == "HardSigmoid") {
       a.name = n.op_type;
       a.params = {n.attr_float("alpha", 0.2f), n.attr_float("beta", 0.5f)};
+    } else if (n.op_type == "QuantizeLinear") {
+      return quantize_dequantize_after(g, users[0]);
     } else if (n.op_type == "Clip") {
       float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
       for (size_t i = 1; i < n.inputs.size(); i++) {
@@ -252,16 +307,16 @@ std::optional<FusableActivation> activation_after(FusionGraph& g, const std::str
   return a;
 }
 
-void set_activation(Node& n, const FusableActivation& a) {
+void set_activation(Node& n, const FusableActivation& a, const std::string& attribute) {
   Attribute name;
   name.kind = Attribute::Kind::s;
   name.s = a.name;
-  n.attrs["activation"] = name;
+  n.attrs[attribute] = name;
   if (!a.params.empty()) {
     Attribute params;
     params.kind = Attribute::Kind::floats;
     params.floats = a.params;
-    n.attrs["activation_params"] = params;
+    n.attrs[attribute + "_params"] = params;
   }
 }
 

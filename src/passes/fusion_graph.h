@@ -108,7 +108,9 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);
 
 // The activation node that follows value v as its only user, fusable into a kernel's epilogue:
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft
-// Gelu and FastGelu (without bias), and x * Sigmoid(x) (SiLU, two nodes). Fills the activation
+// Gelu and FastGelu (without bias), x * Sigmoid(x) (SiLU, two nodes), and a per-tensor
+// QuantizeLinear + DequantizeLinear of one scale and zero point (QuantizeDequantize, two nodes:
+// a QDQ model's fake quantization). Fills the activation
 // attributes as FusedConv spells them and the nodes to remove; false when there is none.
 struct FusableActivation {
   std::string name;                // "Relu", "SiLU", ...
@@ -117,7 +119,7 @@ struct FusableActivation {
   std::string output;
 };
 std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v);
-// Writes activation and activation_params into a fused node.
-void set_activation(Node& n, const FusableActivation& a);
+// Writes `attribute` (the name) and `attribute`_params into a fused node.
+void set_activation(Node& n, const FusableActivation& a, const std::string& attribute = "activation");
 
 }  // namespace vlrt

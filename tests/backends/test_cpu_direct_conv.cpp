@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/direct_conv.h"
+#include "backends/cpu/epilogue_avx2.h"
 #include "backends/cpu/isa.h"
 #include "op_test_util.h"
 
@@ -221,6 +223,76 @@ TEST(CpuDirectConv, RunsPlainConvAndFusedConv) {
   Node fused = make_node("FusedConv", 4, 1, attrs);
   fused.domain = "com.microsoft";
   expect_close(run_direct(fused, {x, w, b, z}, {2, 12, 6, 5}), run_on_cpu(fused, {x, w, b, z}, true), 1e-4, 1e-4);
+}
+
+// QuantizeDequantize, a QDQ model's fake quantization fused after a convolution, equals
+// QuantizeLinear then DequantizeLinear to the bit: ties round to even, both ends saturate, -0
+// becomes 0 and NaN the low end; in the AVX2 epilogue (after the sum and before it) and in the
+// reference kernel.
+TEST(CpuDirectConv, QuantizeDequantizeEqualsQuantizeLinearThenDequantizeLinear) {
+  const float scale = 0.25f;
+  const uint8_t zero_point = 3;  // the quantized values are -3..252 from it
+  std::vector<float> values = {0.f,   -0.f,  0.125f, 0.375f, -0.125f,  -0.375f,   0.625f, -0.625f,
+                               1.f,   -0.5f, -0.75f, -0.8f,  -1.f,     62.9f,     63.f,   63.125f,
+                               63.4f, 64.f,  1e30f,  -1e30f, INFINITY, -INFINITY, NAN,    12.3f};
+  Tensor x = f32(values, {1, 8, 1, 3}), s = f32({scale}, {}),
+         zp = Tensor::from_vector<uint8_t>({zero_point}, {});
+  Tensor want = run_op("DequantizeLinear", {run_op("QuantizeLinear", {x, s, zp})[0], s, zp})[0];
+  auto expect_bits = [&](const float* got) {
+    for (size_t i = 0; i < values.size(); i++)
+      EXPECT_EQ(std::memcmp(got + i, want.data<float>() + i, sizeof(float)), 0)
+          << "x " << values[i] << ": got " << got[i] << ", want " << want.data<float>()[i];
+  };
+  FusedActivation qdq{FusedActivation::quantize_dequantize, scale, -float(zero_point), 255.f - zero_point},
+      none;
+  for (size_t i = 0; i < values.size(); i++)
+    EXPECT_EQ(quantize_dequantize(values[i], qdq.alpha, qdq.beta, qdq.gamma), want.data<float>()[i])
+        << values[i];
+  if (cpu_isa() >= CpuIsa::avx2) {
+    const float zeros[8] = {};
+    for (bool before_sum : {false, true}) {
+      SCOPED_TRACE(before_sum ? "before the sum" : "after the sum");
+      std::vector<float> y = values;  // three pixels of one block of 8 channels
+      avx2_epilogue_block(y.data(), nullptr, 3, zeros, 8, before_sum ? none : qdq, before_sum ? qdq : none);
+      expect_bits(y.data());
+    }
+  }
+  // The reference FusedConv: a depthwise 1x1 convolution by 1 (x itself), then the activation.
+  std::map<std::string, Attribute> attrs{
+      {"group", attr_i(8)},
+      {"activation", attr_s("QuantizeDequantize")},
+      {"activation_params", attr_floats({qdq.alpha, qdq.beta, qdq.gamma})}};
+  Node fused = make_node("FusedConv", 2, 1, attrs);
+  fused.domain = "com.microsoft";
+  Tensor ones = f32(std::vector<float>(8, 1.f), {8, 1, 1, 1});
+  SCOPED_TRACE("reference FusedConv");
+  expect_bits(run_on_cpu(fused, {x, ones}, true).data<float>());
+}
+
+// A QDQ model's residual block: act(pre(conv + bias) + z), both QuantizeDequantize, with values
+// on which float32 is exact: the direct and depthwise kernels equal the reference to the bit.
+TEST(CpuDirectConv, FakeQuantizedResidualMatchesTheReferenceToTheBit) {
+  if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
+  for (bool depthwise : {false, true}) {
+    SCOPED_TRACE(depthwise ? "depthwise" : "direct");
+    Case c{2, 16, 16, 9, 10, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, depthwise};
+    Tensor x = channel_blocks(random_multiples({2, 16, 9, 10}, 1, 0.5f, -8, 8), 8),
+           w = random_multiples({16, depthwise ? 1 : 16, 3, 3}, 2, 1.f, -1, 1),
+           b = random_multiples({16}, 3, 0.5f, -4, 4),
+           z = channel_blocks(random_multiples({2, 16, 9, 10}, 4, 0.25f, -8, 8), 8);
+    // Both clamp some values: sums reach +-72 (depthwise: +-36).
+    std::map<std::string, Attribute> attrs = conv_attrs(c, "QuantizeDequantize", {0.25f, -64, 63});
+    attrs["pre_activation"] = attr_s("QuantizeDequantize");
+    attrs["pre_activation_params"] = attr_floats({0.5f, -30, 30});
+    Node n = blocked_conv({x, w, b, z}, attrs);
+    Tensor got = run_direct(n, {x, w, b, z}, {2, 2, 9, 10, 8}), want = run_on_cpu(n, {x, w, b, z}, true);
+    ASSERT_EQ(got.shape(), want.shape());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+    int64_t clamped = 0;
+    for (int64_t i = 0; i < got.numel(); i++)
+      clamped += got.data<float>()[i] == 15.75f || got.data<float>()[i] == -16.f;
+    EXPECT_GT(clamped, 0);
+  }
 }
 
 }  // namespace

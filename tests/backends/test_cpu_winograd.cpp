@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
@@ -62,6 +63,22 @@ TEST(CpuWinograd, MatchesTheReferenceOnAwkwardShapes) {
         expect_close(run_winograd(n, in, y_shape), run_on_cpu(n, in, true), 1e-4, 1e-4);
       }
   }
+}
+
+// A QDQ model's residual block, act(pre(conv + bias) + z) with both QuantizeDequantize, on
+// values where the fake quantization absorbs Winograd's rounding: equal to the reference to the bit.
+TEST(CpuWinograd, FakeQuantizedResidualMatchesTheReferenceToTheBit) {
+  if (!winograd_runs_here()) GTEST_SKIP() << "the Winograd kernel needs AVX2";
+  Tensor x = channel_blocks(random_multiples({1, 16, 13, 9}, 1, 0.5f, -8, 8), 8),
+         w = random_multiples({20, 16, 3, 3}, 2, 1.f, -1, 1), b = random_multiples({20}, 3, 0.5f, -4, 4),
+         z = channel_blocks(random_multiples({1, 20, 13, 9}, 4, 0.25f, -8, 8), 8);
+  std::map<std::string, Attribute> attrs = conv3x3("QuantizeDequantize", {0.25f, -64, 63});
+  attrs["pre_activation"] = attr_s("QuantizeDequantize");
+  attrs["pre_activation_params"] = attr_floats({0.5f, -30, 30});
+  Node n = blocked_conv({x, w, b, z}, attrs);
+  Tensor got = run_winograd(n, {x, w, b, z}, {1, 3, 13, 9, 8}), want = run_on_cpu(n, {x, w, b, z}, true);
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
 }
 
 TEST(CpuWinograd, TakesOnlyTheConvolutionsItComputes) {

@@ -566,6 +566,51 @@ TEST(Fusion, ReferenceKernelsSwitchTurnsEveryPassOff) {
   EXPECT_EQ(op_counts(some.model())["Relu"], 1);
 }
 
+// ---- QDQ models run in float32 -------------------------------------------------------------
+
+// QuantizeLinear + DequantizeLinear of value v (scale, uint8 zero point), as quantize_static writes.
+std::string fake_quantize(Builder& b, const std::string& v, float scale, uint8_t zero_point,
+                          float dq_scale = 0) {
+  std::string zp = b.constant(Tensor::from_vector<uint8_t>({zero_point}, {}));
+  std::string q = b.node("QuantizeLinear", {v, b.constant(scalar(scale)), zp});
+  return b.node("DequantizeLinear", {q, b.constant(scalar(dq_scale ? dq_scale : scale)), zp});
+}
+
+// A QDQ residual block (ReLUs folded into the quantization's lower bound): each Conv's fake
+// quantization becomes its epilogue, and the Add of two fake-quantized values joins the Conv
+// before it with the fake quantization of both its operands and of its sum. Values are multiples
+// of the scales (float32 exact), so fused and unfused agree to the bit.
+TEST(Fusion, QuantizeDequantizeJoinsTheConvolutionsOfAQdqModel) {
+  Builder b;
+  std::string x = b.input("x", {1, 16, 14, 14});
+  auto conv = [&](const std::string& in, int64_t k, uint32_t seed) {
+    return b.node("Conv",
+                  {in, b.constant(test::random_multiples({16, 16, k, k}, seed, 1.f, -1, 1)),
+                   b.constant(test::random_multiples({16}, seed + 1, 0.5f, -4, 4))},
+                  {{"pads", attr_ints({k / 2, k / 2, k / 2, k / 2})}});
+  };
+  std::string a = fake_quantize(b, x, 0.5f, 0);
+  std::string c1 = fake_quantize(b, conv(a, 3, 1), 0.5f, 100);
+  std::string c2 = fake_quantize(b, conv(c1, 1, 3), 0.5f, 128);
+  b.output(fake_quantize(b, b.node("Add", {c2, a}), 0.25f, 0));
+  Compared c = run_both_exact(b.m, {{"x", test::random_multiples({1, 16, 14, 14}, 7, 0.5f, -2, 6)}});
+  EXPECT_EQ(report_of(c),
+            "1 Conv+QuantizeDequantize, 1 Conv+QuantizeDequantize+Add+QuantizeDequantize, "
+            "2 Conv in blocks of 8 channels");
+  EXPECT_EQ(c.ops["QuantizeLinear"], 1);  // the input's
+  EXPECT_EQ(c.ops["vlrt.BlockedConv"], 2);
+}
+
+TEST(Fusion, QuantizeDequantizeStaysWhenItsScalesDiffer) {
+  Builder b;
+  std::string x = b.input("x", {1, 4, 6, 6});
+  std::string y = b.node("Conv", {x, b.constant(random_uniform({4, 4, 1, 1}, 1))});
+  b.output(fake_quantize(b, y, 0.5f, 0, 0.25f));
+  Compared c = run_both(b.m, {{"x", random_uniform({1, 4, 6, 6}, 2)}});
+  EXPECT_EQ(c.ops["QuantizeLinear"], 1);
+  EXPECT_EQ(c.ops["DequantizeLinear"], 1);
+}
+
 }  // namespace
 
 }  // namespace vlrt

@@ -137,7 +137,7 @@ void depthwise_jobs(const Geometry& g, const float* source, const float* filters
     // The epilogue over the job's rows, while they are in cache.
     float* out = y + (image_block * g.oh + oy0) * g.ow * 8;
     avx2_epilogue_block(out, e.z ? e.z + (out - y) : nullptr, (oy1 - oy0) * g.ow, e.bias + cb * 8,
-                        g.out_channels - cb * 8, e.act);
+                        g.out_channels - cb * 8, e.act, e.pre);
   }
 }
 

@@ -23,7 +23,7 @@ struct Plan {
   Geometry g;
   bool depthwise = false;  // one group per channel: the depthwise kernel
   bool bias = false, sum = false;
-  FusedActivation act;
+  FusedActivation act, pre;   // act(pre(conv + bias) + sum)
   DType weight = DType::f32;  // as the filters are held: f16 or bf16 for BlockedConv's stored weights
 
   size_t filter_values() const {
@@ -83,8 +83,11 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   // have windows across its edges (they go one by one): cheaper than copying X.
   int64_t edge_columns = std::min(g.ow, ceil_div(g.x.left, g.sw) + ceil_div(g.x.wp - g.x.w - g.x.left, g.sw));
   g.skips_padding = depthwise && !g.x.plain && edge_columns * 16 <= g.ow;
-  if (fused) p.act = fused_conv_activation(node);
-  if (!avx2_epilogue_takes(p.act)) return std::nullopt;
+  if (fused) {
+    p.act = fused_conv_activation(node);
+    p.pre = fused_conv_activation(node, "pre_activation");
+  }
+  if (!avx2_epilogue_takes(p.act) || !avx2_epilogue_takes(p.pre)) return std::nullopt;
   p.bias = b != nullptr;
   p.sum = z != nullptr;
   return p;
@@ -159,7 +162,7 @@ class OwnConv : public PreparedKernel {
     if (z && g.plain_sum) z = blocked_copy(pool, yf, z, t_sum);
     float* y = g.plain_output ? grown(t_output, yf.copy_floats()) : out[0]->data<float>();
     std::vector<float> bias = padded_bias(plan_.bias ? in[2] : nullptr, g.out_channels, g.panels() * 16);
-    direct::Epilogue e{bias.data(), z, plan_.act};
+    direct::Epilogue e{bias.data(), z, plan_.act, plan_.pre};
     if constexpr (std::is_same_v<W, float>) {
       if (plan_.depthwise) {
         pool.parallel_for(g.depthwise_jobs(), [&](int64_t b, int64_t end) {

@@ -90,6 +90,7 @@ struct Epilogue {
   const float* bias = nullptr;  // panels * 16 values (zeros past out_channels)
   const float* z = nullptr;     // the residual, Y's layout, or null
   FusedActivation act;
+  FusedActivation pre;  // before z is added: act(pre(conv + bias) + z)
 };
 
 // The frame's blocked copy of x (plain or blocked as f says), rows [begin, end) of f.copy_rows().

@@ -209,7 +209,7 @@ void rows(const Geometry& g, const float* source, const W* filters, const int64_
       if (!out) continue;
       int64_t block = ob + half;
       avx2_epilogue_block(out + p0 * 8, e.z ? e.z + (out - y) + p0 * 8 : nullptr, p1 - p0, e.bias + block * 8,
-                          g.out_channels - block * 8, e.act);
+                          g.out_channels - block * 8, e.act, e.pre);
     }
   }
 }

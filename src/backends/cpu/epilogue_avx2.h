@@ -32,6 +32,12 @@ inline __m256 avx2_activate(const FusedActivation& a, __m256 x) {
       __m256 s = _mm256_insertf128_ps(_mm256_castps128_ps256((__m128)lo), (__m128)hi, 1);
       return a.kind == FusedActivation::silu ? _mm256_mul_ps(x, s) : s;
     }
+    case FusedActivation::quantize_dequantize: {  // contrib_semantics.h's quantize_dequantize
+      __m256 r = _mm256_round_ps(_mm256_div_ps(x, _mm256_set1_ps(a.alpha)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(a.beta)), _mm256_set1_ps(a.gamma));  // NaN: low
+      return _mm256_mul_ps(_mm256_add_ps(r, zero), _mm256_set1_ps(a.alpha));
+    }
     default: return x;
   }
 }
@@ -55,16 +61,17 @@ inline void avx2_with_activation(const FusedActivation& a, Body&& body) {
   }
 }
 
-// The epilogue in place over `pixels` pixels of one block of 8 channels at y: act(y + bias + z),
-// bias being the block's 8 values and z (null: none) the residual at the same pixels; of the 8
-// channels the first `real` are real, the others set to zero.
+// The epilogue in place over `pixels` pixels of one block of 8 channels at y:
+// act(pre(y + bias) + z), bias being the block's 8 values and z (null: none) the residual at the
+// same pixels; of the 8 channels the first `real` are real, the others set to zero.
 inline void avx2_epilogue_block(float* y, const float* z, int64_t pixels, const float* bias, int64_t real,
-                                const FusedActivation& a) {
+                                const FusedActivation& a, const FusedActivation& pre) {
   const __m256 b = _mm256_loadu_ps(bias), mask = avx2_block_mask(real);
-  const bool masked = real < 8;
+  const bool masked = real < 8, has_pre = pre.kind != FusedActivation::none;
   avx2_with_activation(a, [&](auto act) {
     for (int64_t p = 0; p < pixels; p++) {
       __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + p * 8), b);
+      if (has_pre) v = avx2_activate(pre, v);
       if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + p * 8));
       v = act(v);
       _mm256_storeu_ps(y + p * 8, masked ? _mm256_and_ps(v, mask) : v);

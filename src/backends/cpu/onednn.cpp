@@ -86,6 +86,13 @@ Tag weights_tag(size_t rank, bool grouped) {
   return rank == 3 ? Tag::oiw : rank == 4 ? Tag::oihw : Tag::oidhw;
 }
 
+// Whether oneDNN's post-ops compute the fused node's epilogue exactly: not QuantizeDequantize (it
+// divides by its scale and rounds halves to even), and no activation before the sum.
+bool onednn_takes_activation(const Node& node) {
+  return fused_conv_activation(node).kind != FusedActivation::quantize_dequantize &&
+         fused_conv_activation(node, "pre_activation").kind == FusedActivation::none;
+}
+
 // FusedConv's activation as oneDNN post-ops after the sum with Z.
 void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
   using A = dnnl::algorithm;
@@ -113,6 +120,8 @@ void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
       return ops.append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
     case FusedActivation::fast_gelu:
       return ops.append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
+    case FusedActivation::quantize_dequantize:
+      return;  // not taken: onednn_takes_activation
   }
 }
 
@@ -168,6 +177,7 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   bool blocked = node.domain == "vlrt" && node.op_type == "BlockedConv";
   bool fused = blocked || (node.domain == "com.microsoft" && node.op_type == "FusedConv");
   if (!fused && !(node.domain.empty() && node.op_type == "Conv")) return std::nullopt;
+  if (fused && !onednn_takes_activation(node)) return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, 1), *b = input_info(inputs, 2),
                   *z = fused ? input_info(inputs, 3) : nullptr;
   // BlockedConv's weights stored in half precision (passes/half_weights.h) are widened when packed.
@@ -224,6 +234,7 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
   bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
+  if (fused && !onednn_takes_activation(node)) return std::nullopt;
   const ValueInfo *a = input_info(inputs, 0), *w = input_info(inputs, 1),
                   *c = gemm || fused ? input_info(inputs, 2) : nullptr, *z = fused ? input_info(inputs, 3) : nullptr;
   // FusedMatMul's B stored in half precision (passes/half_weights.h) is widened when packed.

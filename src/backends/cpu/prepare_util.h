@@ -67,7 +67,9 @@ inline bool avx2_epilogue_takes(const FusedActivation& a) {
   using A = FusedActivation;
   switch (a.kind) {
     case A::none: case A::relu: case A::clip: case A::leaky_relu: case A::sigmoid: case A::silu:
-    case A::hard_sigmoid: case A::hard_swish:
+    case A::hard_sigmoid:
+    case A::hard_swish:
+    case A::quantize_dequantize:
       return true;
     default:
       return false;

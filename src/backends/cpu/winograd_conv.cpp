@@ -33,7 +33,7 @@ struct Plan {
   Geometry g;
   int64_t in_channels = 0;
   bool bias = false, sum = false;
-  FusedActivation act;
+  FusedActivation act, pre;  // act(pre(conv + bias) + sum)
 
   size_t filter_floats() const { return size_t(kPoints * g.out_panels() * g.in_width() * 16); }
 };
@@ -73,7 +73,8 @@ std::optional<Plan> plan_winograd(const Node& node, const std::vector<const Valu
   if (b && !(is_f32(b) && shape_numel(b->shape) == out_channels)) return std::nullopt;
   if (z && !(is_f32(z) && z->shape == Shape{g.batch, g.out_blocks, g.h, g.w, 8})) return std::nullopt;
   p.act = fused_conv_activation(node);
-  if (!avx2_epilogue_takes(p.act)) return std::nullopt;
+  p.pre = fused_conv_activation(node, "pre_activation");
+  if (!avx2_epilogue_takes(p.act) || !avx2_epilogue_takes(p.pre)) return std::nullopt;
   p.bias = b != nullptr;
   p.sum = z != nullptr;
   return p;
@@ -124,7 +125,7 @@ class WinogradConv : public PreparedKernel {
     float* v = grown(t_v, size_t(kPoints) * tiles * size_t(g.in_width()));
     float* m = grown(t_m, size_t(kPoints) * tiles * size_t(g.out_width()));
     std::vector<float> bias = padded_bias(plan_.bias ? in[2] : nullptr, g.out_channels, g.out_blocks * 8);
-    winograd::Epilogue e{bias.data(), plan_.sum ? in[3]->data<float>() : nullptr, plan_.act};
+    winograd::Epilogue e{bias.data(), plan_.sum ? in[3]->data<float>() : nullptr, plan_.act, plan_.pre};
     const float* x = in[0]->data<float>();
     float* y = out[0]->data<float>();
     pool.parallel_for(g.tiles(), [&](int64_t b, int64_t end) { winograd::input_transform(g, x, v, b, end); });

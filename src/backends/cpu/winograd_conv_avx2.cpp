@@ -83,6 +83,7 @@ void output_transform(const Geometry& g, const float* m, const Epilogue& e, floa
   const int64_t tiles = g.tiles(), per_image = g.tiles_h * g.tiles_w, ldm = g.out_width();
   const int64_t real_in_last = g.out_channels - (g.out_blocks - 1) * 8;
   const __m256 last_block_mask = avx2_block_mask(real_in_last);
+  const bool has_pre = e.pre.kind != FusedActivation::none;
   for (int64_t t = begin; t < end; t++) {
     int64_t n = t / per_image, ty = t % per_image / g.tiles_w, tx = t % g.tiles_w;
     int64_t rows = std::min<int64_t>(4, g.h - ty * 4), cols = std::min<int64_t>(4, g.w - tx * 4);
@@ -102,6 +103,7 @@ void output_transform(const Geometry& g, const float* m, const Epilogue& e, floa
         for (int64_t b = 0; b < cols; b++) {
           int64_t at = plane + ((ty * 4 + a) * g.w + tx * 4 + b) * 8;
           __m256 val = _mm256_add_ps(o[b], bias);
+          if (has_pre) val = avx2_activate(e.pre, val);
           if (e.z) val = _mm256_add_ps(val, _mm256_loadu_ps(e.z + at));
           val = avx2_activate(e.act, val);
           if (last) val = _mm256_and_ps(val, last_block_mask);

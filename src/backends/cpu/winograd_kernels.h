@@ -35,6 +35,7 @@ struct Epilogue {
   const float* bias = nullptr;  // out_blocks * 8 values (zeros past out_channels)
   const float* z = nullptr;     // the residual, Y's layout, or null
   FusedActivation act;
+  FusedActivation pre;  // before z is added: act(pre(conv + bias) + z)
 };
 
 // V for tiles [begin, end) from X [batch][in_blocks][h][w][8].
@@ -42,7 +43,7 @@ void input_transform(const Geometry& g, const float* x, float* v, int64_t begin,
 // M = V U for product jobs [begin, end) of g.product_jobs() (point, filter panel, chunk of tiles).
 void products(const Geometry& g, const float* v, const float* u, float* m, int64_t begin, int64_t end);
 // Y [batch][out_blocks][h][w][8] for tiles [begin, end): the output transform, then
-// act(. + bias + z).
+// act(pre(. + bias) + z).
 void output_transform(const Geometry& g, const float* m, const Epilogue& e, float* y, int64_t begin, int64_t end);
 
 }  // namespace vlrt::winograd

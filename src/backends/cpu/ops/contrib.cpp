@@ -208,14 +208,16 @@ void fused_matmul_kernel(KernelContext& ctx) {
   ctx.output(0).assign_doubles(y);
 }
 
-// act(Conv(X, W, B) + Z)
+// act(pre(Conv(X, W, B)) + Z)
 void fused_conv_kernel(KernelContext& ctx) {
-  FusedActivation act = fused_conv_activation(ctx.node);
+  FusedActivation act = fused_conv_activation(ctx.node),
+                  pre = fused_conv_activation(ctx.node, "pre_activation");
   std::vector<const Tensor*> conv_inputs;
   for (size_t i = 0; i < std::min<size_t>(ctx.input_count(), 3); i++)
     conv_inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
   KernelContext inner(ctx.node, ctx.opset, ctx.pool, conv_inputs, {&ctx.output(0)});
   find_cpu_kernel("", "Conv")->fn(inner);
+  apply_fused_epilogue(ctx.pool, pre, ctx.output(0), nullptr, nullptr);
   apply_fused_epilogue(ctx.pool, act, ctx.output(0), nullptr, ctx.has_input(3) ? &ctx.input(3) : nullptr);
 }
 

@@ -40,6 +40,8 @@ double fused_activate(const FusedActivation& a, double x) {
       return 0.5 * x * (1 + std::erf(x * M_SQRT1_2));
     case FusedActivation::fast_gelu:
       return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case FusedActivation::quantize_dequantize:
+      return quantize_dequantize(float(x), a.alpha, a.beta, a.gamma);
   }
   return x;
 }
@@ -75,6 +77,11 @@ void with_vector_activation(const FusedActivation& a, const Body& body) {
       return body([](f32x4 x) {
         f32x4 inner = splat(0.7978845608028654f) * (x + splat(0.044715f) * x * x * x);
         return splat(0.5f) * x * (splat(1.f) + tanh_f32x4(inner));
+      });
+    case FusedActivation::quantize_dequantize:
+      return body([a](f32x4 x) {
+        for (int i = 0; i < 4; i++) x[i] = quantize_dequantize(x[i], a.alpha, a.beta, a.gamma);
+        return x;
       });
   }
 }

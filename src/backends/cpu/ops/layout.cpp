@@ -48,7 +48,7 @@ void from_channel_blocks_kernel(KernelContext& ctx) {
                          ctx.node.attr_int("block", 0), false);
 }
 
-// act(Conv(X, W, B) + Z) through FusedConv's reference kernel, in the plain layout.
+// act(pre(Conv(X, W, B)) + Z) through FusedConv's reference kernel, in the plain layout.
 void blocked_conv_kernel(KernelContext& ctx) {
   ConvBlocks blocks = conv_blocks(ctx.node);
   const Tensor& w = ctx.input(1);
