@@ -196,6 +196,34 @@ TEST(CpuIntegerGemm, PackedWeightKernelTakesConstantWeights) {
       0u);
 }
 
+// The packed-weight kernels of the dynamically quantized products against the plain loops, on
+// sizes that split the product into several tasks (each dequantizing its part as it finishes),
+// an odd k over two cache blocks, and a last strip of 2 rows (BERT's 32 tokens).
+TEST(CpuIntegerGemm, PackedDynamicProductsMatchPlain) {
+  if (!integer_gemm_available()) GTEST_SKIP() << "the packed integer kernels need AVX2";
+  for (int64_t m : {32, 50, 3})
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE(cat(m, " rows", bias ? ", bias" : ""));
+      Tensor f = test::random_uniform({m, 601}, uint32_t(m), -4.f, 6.f),
+             w = random_8bit({601, 200}, 2, DType::i8);
+      std::vector<Tensor> in = {f, w, test::random_uniform({200}, 3, 0.01f, 0.02f), Tensor(),
+                                bias ? test::random_uniform({200}, 4) : Tensor()};
+      Node n = test::make_node("DynamicQuantizeMatMul", in.size(), 1, {});
+      n.domain = "com.microsoft";
+      for (size_t i = 0; i < in.size(); i++)
+        if (!in[i].defined()) n.inputs[i] = "";
+      test::ValueInfos infos(in);
+      std::unique_ptr<PreparedKernel> k = make_packed_integer(n, 1, infos.ptrs, test::test_pool());
+      ASSERT_TRUE(k);
+      Tensor got(DType::f32, {m, 200});
+      std::vector<const Tensor*> ptrs;
+      for (const Tensor& t : in) ptrs.push_back(t.defined() ? &t : nullptr);
+      k->run(ptrs, {&got}, test::test_pool());
+      Tensor want = run_at(CpuIsa::plain, "DynamicQuantizeMatMul", in, {}, "com.microsoft")[0];
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0);
+    }
+}
+
 // Values that probe the rounding: exact halves either side of even, the saturation limits, far
 // out of range, infinities and NaN.
 Tensor probing_floats(int64_t n, float scale, uint32_t seed) {

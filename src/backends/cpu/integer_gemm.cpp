@@ -61,10 +61,13 @@ IntegerGemmA pack_integer_a(int64_t m, int64_t k, const TA* a, int64_t lda, cons
         int64_t i = s * kRows + r;
         const TA* row = a + i * lda;
         int32_t z = zp.size() == 1 ? zp[0] : zp[size_t(i)];
-        for (int64_t p = 0; p < kp; p++) {
-          int64_t t = 2 * p, b = p / kPairsPerBlock;
-          int32_t lo = int32_t(row[t]) - z, hi = t + 1 < k ? int32_t(row[t + 1]) - z : 0;
-          packed.tiles[size_t(((b * strips + s) * kPairsPerBlock + p % kPairsPerBlock) * kRows + r)] = pair(lo, hi);
+        for (int64_t p0 = 0; p0 < kp; p0 += kPairsPerBlock) {  // row r of the strip in each block
+          int32_t* dst =
+              packed.tiles.data() + ((p0 / kPairsPerBlock * strips + s) * kPairsPerBlock) * kRows + r;
+          int64_t p1 = std::min(kp, p0 + kPairsPerBlock), whole = std::min(p1, k / 2);
+          for (int64_t p = p0; p < whole; p++, dst += kRows)
+            *dst = pair(int32_t(row[2 * p]) - z, int32_t(row[2 * p + 1]) - z);
+          if (whole < p1) *dst = pair(int32_t(row[2 * whole]) - z, 0);  // odd k: the last pair's second is 0
         }
       }
   }, grain(kRows * k, kParallelElements));
@@ -90,11 +93,13 @@ IntegerGemmB pack_integer_b(int64_t k, int64_t n, const TB* b, int64_t ldb, cons
   return packed;
 }
 
-void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool) {
+void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool,
+                  const IntegerGemmDone* done) {
   int64_t m = a.m, n = b.n, k = a.k;
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; i++) std::fill_n(c + i * ldc, n, 0);
+    if (done) (*done)(0, m, 0, n);
     return;
   }
   int64_t kp = (k + 1) / 2, panels = (n + kCols - 1) / kCols, strips = (m + kRows - 1) / kRows;
@@ -119,6 +124,7 @@ void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int6
           }
         }
       }
+      if (done) (*done)(s0 * kRows, std::min(m, s1 * kRows), q0 * kCols, std::min(n, q1 * kCols));
     }
   }, grain(kStripsPerTask * kRows * kPanelsPerTask * kCols * k, kParallelProducts));
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -56,8 +57,14 @@ template <class TB>
 IntegerGemmB pack_integer_b(int64_t k, int64_t n, const TB* b, int64_t ldb, const std::vector<int32_t>& b_zp,
                             ThreadPool& pool);
 
-// c[i, j] = sum_t a[i, t] * b[t, j] (both centred) into c (rows ldc apart).
-void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool);
+// Called when rows [r0, r1) and columns [c0, c1) of the product hold their final sums, on the
+// thread that computed them while they are in its cache: the product's epilogue (dequantization).
+using IntegerGemmDone = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+
+// c[i, j] = sum_t a[i, t] * b[t, j] (both centred) into c (rows ldc apart); `done` (optional) is
+// called for each part of c as it is finished.
+void integer_gemm(const IntegerGemmA& a, const IntegerGemmB& b, int32_t* c, int64_t ldc, ThreadPool& pool,
+                  const IntegerGemmDone* done = nullptr);
 
 // c[i, j] = sum_t (a[i, t] - a_zp[i]) * (b[t, j] - b_zp[j]): the three steps above.
 template <class TA, class TB>

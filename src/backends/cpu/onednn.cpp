@@ -601,7 +601,7 @@ class IntegerMatMulKernel : public PreparedKernel {
       std::vector<double> b = in[4]->to_double_vector();
       bias.assign(b.begin(), b.end());
     }
-    dequantize_columns(acc, m, n, scale, bias, out[0]->data<float>());
+    dequantize_columns(acc, n, 0, m, 0, n, scale, bias, out[0]->data<float>());
   }
 
  private:

@@ -73,52 +73,57 @@ PackedIntegerWeight pack_matmul_weight(const Tensor& b, const std::vector<int32_
 }
 
 void integer_matmul_packed(const Tensor& a, int32_t a_zp, const PackedIntegerWeight& b, int32_t* acc,
-                           ThreadPool& pool) {
+                           ThreadPool& pool, const IntegerGemmDone* done) {
   // B is the same for every product: A's rows, all batches together, through the packed B.
   int64_t k = b.matmul_b.k;
   dispatch_q8(a.dtype(), [&]<class TA>() {
     integer_gemm(pack_integer_a(a.numel() / std::max<int64_t>(k, 1), k, a.data<TA>(), k, {a_zp}, pool),
-                 b.matmul_b, acc, b.matmul_b.n, pool);
+                 b.matmul_b, acc, b.matmul_b.n, pool, done);
   });
 }
 
 void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Tensor& b,
                     const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool,
-                    const PackedIntegerWeight* packed) {
+                    const PackedIntegerWeight* packed, const IntegerGemmDone* done) {
   MatMulDims d = matmul_dims(a.shape(), b.shape());
   int64_t rows = a.rank() > 1 ? a.dim(-2) : 1, m = d.m, n = d.n, k = d.k;
   if (packed && a_zp.size() == 1 && b.rank() == 2 && a.rank() >= 2)
-    return integer_matmul_packed(a, a_zp[0], *packed, acc, pool);
-  if (integer_gemm_available() && (a_zp.size() == 1 || int64_t(a_zp.size()) == m)) {
+    return integer_matmul_packed(a, a_zp[0], *packed, acc, pool, done);
+  // The other paths compute all of acc, then call `done` once.
+  auto compute = [&] {
+    if (integer_gemm_available() && (a_zp.size() == 1 || int64_t(a_zp.size()) == m)) {
+      std::vector<int64_t> a_off, b_off;
+      batch_offsets(d, a_off, b_off);
+      dispatch_q8(a.dtype(), [&]<class TA>() {
+        dispatch_q8(b.dtype(), [&]<class TB>() {
+          for (int64_t p = 0; p < d.count; p++)
+            integer_gemm(m, n, k, a.data<TA>() + a_off[size_t(p)], k, a_zp, b.data<TB>() + b_off[size_t(p)],
+                         n, b_zp, acc + p * m * n, n, pool);
+        });
+      });
+      return;
+    }
+    std::vector<int32_t> av = int32_values(a), bv = int32_values(b);
     std::vector<int64_t> a_off, b_off;
     batch_offsets(d, a_off, b_off);
-    dispatch_q8(a.dtype(), [&]<class TA>() {
-      dispatch_q8(b.dtype(), [&]<class TB>() {
-        for (int64_t p = 0; p < d.count; p++)
-          integer_gemm(m, n, k, a.data<TA>() + a_off[size_t(p)], k, a_zp, b.data<TB>() + b_off[size_t(p)], n, b_zp,
-                       acc + p * m * n, n, pool);
-      });
-    });
-    return;
-  }
-  std::vector<int32_t> av = int32_values(a), bv = int32_values(b);
-  std::vector<int64_t> a_off, b_off;
-  batch_offsets(d, a_off, b_off);
-  auto job = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++) {
-      int64_t p = r / m, i = r % m;
-      int32_t za = a_zp.size() == 1 ? a_zp[0] : a_zp[size_t(i % rows)];
-      const int32_t* ar = av.data() + a_off[p] + i * k;
-      const int32_t* bp = bv.data() + b_off[p];
-      for (int64_t j = 0; j < n; j++) {
-        int32_t zb = b_zp.size() == 1 ? b_zp[0] : b_zp[size_t(j)];
-        int64_t s = 0;
-        for (int64_t t = 0; t < k; t++) s += int64_t(ar[t] - za) * (bp[t * n + j] - zb);
-        acc[r * n + j] = int32_t(s);  // wraps modulo 2^32
+    auto job = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        int64_t p = r / m, i = r % m;
+        int32_t za = a_zp.size() == 1 ? a_zp[0] : a_zp[size_t(i % rows)];
+        const int32_t* ar = av.data() + a_off[p] + i * k;
+        const int32_t* bp = bv.data() + b_off[p];
+        for (int64_t j = 0; j < n; j++) {
+          int32_t zb = b_zp.size() == 1 ? b_zp[0] : b_zp[size_t(j)];
+          int64_t s = 0;
+          for (int64_t t = 0; t < k; t++) s += int64_t(ar[t] - za) * (bp[t * n + j] - zb);
+          acc[r * n + j] = int32_t(s);  // wraps modulo 2^32
+        }
       }
-    }
+    };
+    pool.parallel_for(d.count * m, job, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)));
   };
-  pool.parallel_for(d.count * m, job, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)));
+  compute();
+  if (done) (*done)(0, d.count * m, 0, n);
 }
 
 namespace {
@@ -306,16 +311,21 @@ template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, 
 template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
 
-void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
-                        const std::vector<float>& bias, float* out) {
-  bool per_column = scale.size() != 1;
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < n; j++)
-      out[r * n + j] = float(acc[r * n + j]) * scale[per_column ? size_t(j) : 0];
-  if (bias.empty()) return;
-  // A loop of its own: the compiler may not contract the product and the sum into one FMA.
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < n; j++) out[r * n + j] += bias[size_t(j)];
+void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                        const std::vector<float>& scale, const std::vector<float>& bias, float* out) {
+  for (int64_t r = r0; r < r1; r++) {
+    const int32_t* a = acc + r * ld;
+    float* o = out + r * ld;
+    if (scale.size() == 1) {
+      const float s = scale[0];
+      for (int64_t j = c0; j < c1; j++) o[j] = float(a[j]) * s;
+    } else {
+      for (int64_t j = c0; j < c1; j++) o[j] = float(a[j]) * scale[size_t(j)];
+    }
+    // A loop of its own: the compiler may not contract the product and the sum into one FMA.
+    if (!bias.empty())
+      for (int64_t j = c0; j < c1; j++) o[j] += bias[size_t(j)];
+  }
 }
 
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,

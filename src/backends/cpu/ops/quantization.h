@@ -19,14 +19,15 @@ std::vector<int32_t> zero_point_values(const KernelContext& ctx, size_t i);
 
 // acc = (a - a_zp) x (b - b_zp) with numpy.matmul's pairing, exact in 64 bits and wrapped to 32 as the
 // spec allows. a_zp is one value or one per row of a; b_zp one value or one per column of b.
-// `packed`: b (2-D) as pack_matmul_weight packed it, read in its place.
+// `packed`: b (2-D) as pack_matmul_weight packed it, read in its place. `done` (optional) is called
+// for each part of acc (rows of all batches together, n columns) once it holds its final values.
 void integer_matmul(const Tensor& a, const std::vector<int32_t>& a_zp, const Tensor& b,
                     const std::vector<int32_t>& b_zp, int32_t* acc, ThreadPool& pool,
-                    const PackedIntegerWeight* packed = nullptr);
+                    const PackedIntegerWeight* packed = nullptr, const IntegerGemmDone* done = nullptr);
 
 // acc = (a - a_zp) x b for a [..., k] and b as pack_matmul_weight packed it (k x n).
 void integer_matmul_packed(const Tensor& a, int32_t a_zp, const PackedIntegerWeight& b, int32_t* acc,
-                           ThreadPool& pool);
+                           ThreadPool& pool, const IntegerGemmDone* done = nullptr);
 
 // acc = conv(x - x_zp, w - w_zp) over the geometry g; padding contributes nothing (it is x_zp).
 // w_zp is one value or one per output channel. `packed`: w as pack_conv_weight packed it.
@@ -75,11 +76,12 @@ void quantize_floats(const float* x, int64_t n, float scale, int32_t zp, T* y);
 template <class T>
 void dequantize_values(const T* x, int64_t n, int32_t zp, float scale, float* y);
 
-// out[r, j] = float(acc[r, j]) * scale[j] (+ bias[j]) over `rows` rows of n columns; scale holds
-// one value or n, bias none or n. Rounded after each step, as the Cast, Mul and Add nodes it
-// replaces round, on every kernel that dequantizes an integer product.
-void dequantize_columns(const int32_t* acc, int64_t rows, int64_t n, const std::vector<float>& scale,
-                        const std::vector<float>& bias, float* out);
+// out[r, j] = float(acc[r, j]) * scale[j] (+ bias[j]) over rows [r0, r1) and columns [c0, c1) of
+// acc and out, whose rows are ld apart; scale holds one value or one per column, bias none or one
+// per column. Rounded after each step, as the Cast, Mul and Add nodes it replaces round, on every
+// kernel that dequantizes an integer product.
+void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                        const std::vector<float>& scale, const std::vector<float>& bias, float* out);
 
 // y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
 // accumulators; channel = i / inner % multiplier count.

@@ -240,12 +240,19 @@ void integer_matmul_to_float(const KernelContext& ctx, const Tensor& a, const st
                              float a_scale, size_t b_scale, size_t b_zp, size_t bias, Tensor& y) {
   const Tensor& b = ctx.input(1);
   int64_t n = b.rank() > 1 ? b.dim(-1) : 1;
-  std::vector<int32_t> acc(size_t(y.numel()));
-  integer_matmul(a, a_zp, b, zero_point_values(ctx, b_zp), acc.data(), ctx.pool, ctx.packed_weight);
   std::vector<float> scale = float_values(ctx, b_scale);
   for (float& s : scale) s *= a_scale;
   std::vector<float> bv = ctx.has_input(bias) ? float_values(ctx, bias) : std::vector<float>();
-  dequantize_columns(acc.data(), y.numel() / std::max<int64_t>(n, 1), n, scale, bv, y.data<float>());
+  // The sums, in a buffer the calling thread keeps (no allocation and page faults per product),
+  // dequantized part by part as the product finishes them.
+  thread_local std::vector<int32_t> t_acc;
+  if (t_acc.size() < size_t(y.numel())) t_acc.resize(size_t(y.numel()));
+  int32_t* acc = t_acc.data();
+  float* out = y.data<float>();
+  IntegerGemmDone dequantize = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    dequantize_columns(acc, n, r0, r1, c0, c1, scale, bv, out);
+  };
+  integer_matmul(a, a_zp, b, zero_point_values(ctx, b_zp), acc, ctx.pool, ctx.packed_weight, &dequantize);
 }
 
 void matmul_integer_to_float_kernel(KernelContext& ctx) {
