@@ -1,5 +1,6 @@
-// MatMul or Gemm + bias Add [+ residual Add] [+ activation] as vlrt.FusedMatMul:
-// Y = act(A B + Bias + Z), Bias over the last axis, Z of exactly the product's shape. A weight
+// MatMul or Gemm [+ bias Add] [+ residual Add] [+ activation] as vlrt.FusedMatMul (a MatMul with
+// a bias or an activation after it): Y = act(A B + Bias + Z), Bias over the last axis, Z of
+// exactly the product's shape. A weight
 // stored in half precision (B = Cast(float16 or bfloat16 initializer), as `vlrt quantize --fp16`
 // writes) is given to the fused node as it is stored, so that it stays half the bytes.
 #include "passes/fusion_graph.h"
@@ -82,8 +83,8 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
       pattern += "+Add";
       chain.push_back(add_index);
       y = add->outputs[0];
-    } else if (half_b.empty()) {
-      return;
+    } else if (half_b.empty() && !activation_after(g, y)) {
+      return;  // no bias, no activation: a residual Add alone is not worth a fused node
     }
   }
   std::string other;

@@ -601,16 +601,21 @@ TEST(Fusion, QuantizeDequantizeJoinsTheConvolutionsOfAQdqModel) {
   EXPECT_EQ(c.ops["vlrt.BlockedConv"], 2);
 }
 
+// With a bias Add before the fake quantization, and without (a QDQ transformer's products: the
+// bias Add comes after).
 TEST(Fusion, QuantizeDequantizeJoinsAProduct) {
-  Builder b;
-  std::string x = b.input("x", {3, 16});
-  std::string y = b.node("MatMul", {x, b.constant(test::random_multiples({16, 8}, 1, 1.f, -1, 1))});
-  y = b.node("Add", {y, b.constant(test::random_multiples({8}, 2, 0.5f, -4, 4))});
-  b.output(fake_quantize(b, y, 0.5f, 10));
-  Compared c = run_both_exact(b.m, {{"x", test::random_multiples({3, 16}, 3, 0.5f, -6, 6)}});
-  EXPECT_EQ(report_of(c), "1 MatMul+Add+QuantizeDequantize");
-  EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
-  EXPECT_EQ(c.ops.size(), 1u);
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    Builder b;
+    std::string x = b.input("x", {2, 3, 16});
+    std::string y = b.node("MatMul", {x, b.constant(test::random_multiples({16, 8}, 1, 1.f, -1, 1))});
+    if (bias) y = b.node("Add", {y, b.constant(test::random_multiples({8}, 2, 0.5f, -4, 4))});
+    b.output(fake_quantize(b, y, 0.5f, 10));
+    Compared c = run_both_exact(b.m, {{"x", test::random_multiples({2, 3, 16}, 3, 0.5f, -6, 6)}});
+    EXPECT_EQ(report_of(c), bias ? "1 MatMul+Add+QuantizeDequantize" : "1 MatMul+QuantizeDequantize");
+    EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
+    EXPECT_EQ(c.ops.size(), 1u);
+  }
 }
 
 TEST(Fusion, QuantizeDequantizeStaysWhenItsScalesDiffer) {

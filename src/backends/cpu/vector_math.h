@@ -20,6 +20,17 @@ inline f32x4 clamp(f32x4 x, float lo, float hi) {
   return select(x > splat(hi), splat(hi), x);
 }
 
+// contrib_semantics.h's quantize_dequantize: clamp(RoundHalfToEven(x / scale), low, high) * scale
+// with NaN to low. low and high are integers of at most 16 bits, so clamping first rounds the same;
+// adding and taking away 1.5 * 2^23 rounds half to even (and -0 to 0) in the default rounding mode.
+inline f32x4 quantize_dequantize_f32x4(f32x4 x, float scale, float low, float high) {
+  f32x4 v = x / splat(scale);
+  v = select(v >= splat(low), v, splat(low));  // NaN fails the comparison: low
+  v = select(v > splat(high), splat(high), v);
+  const f32x4 magic = splat(12582912.f);
+  return ((v + magic) - magic) * splat(scale);
+}
+
 // Cephes' expf polynomial; 2^n is applied in two halves so that results near the
 // overflow and denormal limits still come out right.
 inline f32x4 exp_f32x4(f32x4 x) {

@@ -79,10 +79,7 @@ void with_vector_activation(const FusedActivation& a, const Body& body) {
         return splat(0.5f) * x * (splat(1.f) + tanh_f32x4(inner));
       });
     case FusedActivation::quantize_dequantize:
-      return body([a](f32x4 x) {
-        for (int i = 0; i < 4; i++) x[i] = quantize_dequantize(x[i], a.alpha, a.beta, a.gamma);
-        return x;
-      });
+      return body([a](f32x4 x) { return quantize_dequantize_f32x4(x, a.alpha, a.beta, a.gamma); });
   }
 }
 
