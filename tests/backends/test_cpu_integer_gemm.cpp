@@ -201,13 +201,17 @@ TEST(CpuIntegerGemm, PackedWeightKernelTakesConstantWeights) {
 // an odd k over two cache blocks, and a last strip of 2 rows (BERT's 32 tokens).
 TEST(CpuIntegerGemm, PackedDynamicProductsMatchPlain) {
   if (!integer_gemm_available()) GTEST_SKIP() << "the packed integer kernels need AVX2";
-  for (int64_t m : {32, 50, 3})
+  struct Size {
+    int64_t m, k, n;
+  };
+  // The last: more than 4 MiB of sums, which the kernel does not keep between products.
+  for (Size sz : {Size{32, 601, 200}, Size{50, 601, 200}, Size{3, 601, 200}, Size{1100, 9, 1000}})
     for (bool bias : {false, true}) {
-      SCOPED_TRACE(cat(m, " rows", bias ? ", bias" : ""));
-      Tensor f = test::random_uniform({m, 601}, uint32_t(m), -4.f, 6.f),
-             w = random_8bit({601, 200}, 2, DType::i8);
-      std::vector<Tensor> in = {f, w, test::random_uniform({200}, 3, 0.01f, 0.02f), Tensor(),
-                                bias ? test::random_uniform({200}, 4) : Tensor()};
+      SCOPED_TRACE(cat(sz.m, "x", sz.k, "x", sz.n, bias ? ", bias" : ""));
+      Tensor f = test::random_uniform({sz.m, sz.k}, uint32_t(sz.m), -4.f, 6.f),
+             w = random_8bit({sz.k, sz.n}, 2, DType::i8);
+      std::vector<Tensor> in = {f, w, test::random_uniform({sz.n}, 3, 0.01f, 0.02f), Tensor(),
+                                bias ? test::random_uniform({sz.n}, 4) : Tensor()};
       Node n = test::make_node("DynamicQuantizeMatMul", in.size(), 1, {});
       n.domain = "com.microsoft";
       for (size_t i = 0; i < in.size(); i++)
@@ -215,7 +219,7 @@ TEST(CpuIntegerGemm, PackedDynamicProductsMatchPlain) {
       test::ValueInfos infos(in);
       std::unique_ptr<PreparedKernel> k = make_packed_integer(n, 1, infos.ptrs, test::test_pool());
       ASSERT_TRUE(k);
-      Tensor got(DType::f32, {m, 200});
+      Tensor got(DType::f32, {sz.m, sz.n});
       std::vector<const Tensor*> ptrs;
       for (const Tensor& t : in) ptrs.push_back(t.defined() ? &t : nullptr);
       k->run(ptrs, {&got}, test::test_pool());

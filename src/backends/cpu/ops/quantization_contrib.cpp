@@ -243,11 +243,15 @@ void integer_matmul_to_float(const KernelContext& ctx, const Tensor& a, const st
   std::vector<float> scale = float_values(ctx, b_scale);
   for (float& s : scale) s *= a_scale;
   std::vector<float> bv = ctx.has_input(bias) ? float_values(ctx, bias) : std::vector<float>();
-  // The sums, in a buffer the calling thread keeps (no allocation and page faults per product),
-  // dequantized part by part as the product finishes them.
+  // The sums, dequantized part by part as the product finishes them. Up to 4 MiB of them go in a
+  // buffer the calling thread keeps (no allocation and page faults per product); a larger product
+  // has a buffer of its own, freed after it (not held for the session's life).
+  constexpr size_t kKeptSums = size_t(1) << 20;
   thread_local std::vector<int32_t> t_acc;
-  if (t_acc.size() < size_t(y.numel())) t_acc.resize(size_t(y.numel()));
-  int32_t* acc = t_acc.data();
+  std::vector<int32_t> own;
+  std::vector<int32_t>& sums = size_t(y.numel()) <= kKeptSums ? t_acc : own;
+  if (sums.size() < size_t(y.numel())) sums.resize(size_t(y.numel()));
+  int32_t* acc = sums.data();
   float* out = y.data<float>();
   IntegerGemmDone dequantize = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
     dequantize_columns(acc, n, r0, r1, c0, c1, scale, bv, out);
