@@ -59,8 +59,6 @@ std::optional<Plan> plan_packed(const Node& node, const std::vector<const ValueI
   p.bias = c != nullptr;
   p.sum = z != nullptr;
   if (fused) p.act = fused_conv_activation(node);
-  if (fused && fused_conv_activation(node, "pre_activation").kind != FusedActivation::none)
-    return std::nullopt;
   return p;
 }
 
