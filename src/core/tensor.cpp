@@ -128,8 +128,9 @@ bool Buffer::evict() {
 
 void* Buffer::refilled() {
   if (data || !refill) return data;
-  static std::mutex refilling;
-  std::lock_guard<std::mutex> lock(refilling);
+  // Recursive: a folded constant's refill reads its inputs, which may be evicted too.
+  static std::recursive_mutex refilling;
+  std::lock_guard<std::recursive_mutex> lock(refilling);
   if (!data) {
     void* p = host_memory(bytes);
     try {

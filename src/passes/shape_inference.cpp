@@ -1,13 +1,62 @@
 #include "passes/shape_inference.h"
 
+#include <cstring>
 #include <unordered_set>
-
 
 namespace vlrt {
 
 namespace {
 
 bool computable(Backend& host, const Node& node) { return host.supports(node, {}, nullptr); }
+
+// Folded values from this size up are given back and computed again when read.
+constexpr size_t kRecomputedBytes = 64 * 1024;
+
+// Ops whose folded values come out the same, bit for bit, whichever CPU backend and thread count
+// compute them: they move data or round each element once.
+bool recomputable(const Node& node) {
+  static const std::unordered_set<std::string> ops = {
+      "DequantizeLinear", "Cast",  "Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity",
+      "Concat",           "Slice", "Gather",    "Add",     "Sub",     "Mul",       "Div",     "Neg"};
+  return node.domain.empty() && ops.count(node.op_type) > 0;
+}
+
+// Lets output `index` of a folded node give its memory back (Buffer::evict) and be computed again
+// from the node's inputs when it is next read, and gives it back at once: folding the
+// DequantizeLinear of every weight of a quantized model would otherwise hold a float copy of all
+// of them, beside the packed copies the kernels make of them. Only where each input is small or
+// can be had again itself, so that keeping the inputs costs little.
+void make_recomputable(Tensor& out, size_t index, const Node& node, int64_t opset,
+                       const std::vector<const Tensor*>& ins) {
+  if (!out.is_tensor() || !out.defined() || out.offset() != 0 || out.nbytes() < kRecomputedBytes ||
+      out.buffer()->bytes != out.nbytes() || out.buffer()->device.kind != Device{}.kind ||
+      !recomputable(node))
+    return;
+  std::vector<Tensor> kept;
+  for (const Tensor* t : ins) {
+    if (t && (!t->is_tensor() || t->buffer() == out.buffer() ||
+              (t->nbytes() >= kRecomputedBytes && !t->buffer()->refill)))
+      return;
+    kept.push_back(t ? *t : Tensor{});
+  }
+  size_t bytes = out.nbytes();
+  out.buffer()->refill = [node, index, opset, kept, bytes](void* dst) {
+    std::vector<const Tensor*> args;
+    std::vector<bool> was_evicted;
+    for (const Tensor& t : kept) {
+      args.push_back(t.defined() ? &t : nullptr);
+      was_evicted.push_back(t.defined() && t.buffer() && t.buffer()->evicted());
+    }
+    static std::shared_ptr<Backend> cpu = create_backend(Device{}, 1);  // refills run one at a time
+    std::vector<Tensor> outs = run_node(*cpu, node, opset, args);
+    VLRT_CHECK(outs[index].nbytes() == bytes, node.label(), ": computed again, output ", index, " has ",
+               outs[index].nbytes(), " bytes, not ", bytes);
+    std::memcpy(dst, outs[index].raw(), bytes);
+    for (size_t i = 0; i < kept.size(); i++)  // inputs read again for this are given back again
+      if (was_evicted[i]) kept[i].buffer()->evict();
+  };
+  out.buffer()->evict();
+}
 
 }  // namespace
 
@@ -84,6 +133,7 @@ size_t fold_constants(Model& model, Backend& host, const std::unordered_set<std:
     std::vector<Tensor> outs = run_node(host, node, model.opset(), ins);
     for (size_t i = 0; i < outs.size(); i++) {
       if (node.outputs[i].empty()) continue;
+      make_recomputable(outs[i], i, node, model.opset(), ins);
       g.initializers[node.outputs[i]] = outs[i];
       constant.insert(node.outputs[i]);
     }
@@ -97,8 +147,15 @@ size_t fold_constants(Model& model, Backend& host, const std::unordered_set<std:
     for (auto& in : implicit_inputs(n)) used.insert(in);
   }
   for (auto& o : g.outputs) used.insert(o.name);
-  for (auto it = g.initializers.begin(); it != g.initializers.end();)
-    it = used.count(it->first) ? std::next(it) : g.initializers.erase(it);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
+    if (used.count(it->first)) {
+      ++it;
+      continue;
+    }
+    // A recomputable folded value may still hold it: it is read again when that one is.
+    if (it->second.is_tensor() && it->second.defined()) it->second.buffer()->evict();
+    it = g.initializers.erase(it);
+  }
   return removed;
 }
 

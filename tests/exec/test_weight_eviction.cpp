@@ -1,5 +1,7 @@
 // Weights that every reader holds packed are given back after a plan is prepared and read
-// again from the model file when another plan needs them (Buffer::evict, load_onnx).
+// again from the model file when another plan needs them (Buffer::evict, load_onnx); folded
+// weights (a quantized model's dequantized ones) are given back as folded and computed again
+// from their inputs when read (fold_constants).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,6 +13,7 @@
 #include "exec/session.h"
 #include "load/onnx_loader.h"
 #include "op_test_util.h"
+#include "passes/shape_inference.h"
 
 namespace vlrt {
 
@@ -28,7 +31,82 @@ TensorMap demo_inputs(const Model& m, const std::string& image_shape) {
   return in;
 }
 
+// x [2, 128] times the transpose of DequantizeLinear(q int8 [256, 128], 0.02, zero point 3).
+Model dequantized_weight_model() {
+  Model m;
+  m.opsets[""] = 18;
+  Tensor q(DType::i8, {256, 128}), scale(DType::f32, {}), zero(DType::i8, {});
+  for (int64_t i = 0; i < q.numel(); i++) q.data<int8_t>()[i] = int8_t(i % 251 - 125);
+  scale.data<float>()[0] = 0.02f;
+  zero.data<int8_t>()[0] = 3;
+  m.graph.initializers = {{"q", q}, {"scale", scale}, {"zero", zero}};
+  auto node = [&](const std::string& op, std::vector<std::string> in, const std::string& out,
+                  std::map<std::string, Attribute> attrs = {}) {
+    Node n;
+    n.name = out;
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attrs = std::move(attrs);
+    m.graph.nodes.push_back(n);
+  };
+  node("DequantizeLinear", {"q", "scale", "zero"}, "w");
+  node("Transpose", {"w"}, "wt", {{"perm", test::attr_ints({1, 0})}});
+  node("MatMul", {"x", "wt"}, "y");
+  ValueDecl x;
+  x.name = "x";
+  x.dtype = DType::f32;
+  x.has_shape = true;
+  x.dims = {Dim{2, ""}, Dim{128, ""}};
+  m.graph.inputs.push_back(x);
+  ValueDecl y;
+  y.name = "y";
+  m.graph.outputs.push_back(y);
+  return m;
+}
+
+// wt of dequantized_weight_model(), computed here.
+std::vector<float> expected_wt() {
+  std::vector<float> wt(128 * 256);
+  for (int64_t i = 0; i < 256; i++)
+    for (int64_t j = 0; j < 128; j++)
+      wt[size_t(j * 256 + i)] = float(int((i * 128 + j) % 251 - 125) - 3) * 0.02f;
+  return wt;
+}
+
 }  // namespace
+
+TEST(WeightEviction, FoldedWeightsAreGivenBackAndComputedAgainWhenRead) {
+  Model m = dequantized_weight_model();
+  std::shared_ptr<Backend> cpu = create_backend(Device{}, 1);
+  EXPECT_EQ(fold_constants(m, *cpu), 2u);
+  EXPECT_EQ(m.graph.initializers.count("w"), 0u);  // folded into wt
+  Tensor wt = m.graph.initializers.at("wt");
+  EXPECT_TRUE(wt.buffer()->evicted());  // 128 KiB of floats not held once folded
+  std::vector<float> want = expected_wt();
+  for (int pass = 0; pass < 2; pass++) {
+    ASSERT_EQ(wt.shape(), (Shape{128, 256}));
+    EXPECT_EQ(std::memcmp(wt.raw(), want.data(), wt.nbytes()), 0) << "pass " << pass;
+    EXPECT_FALSE(wt.buffer()->evicted());
+    EXPECT_TRUE(wt.buffer()->evict());
+  }
+  // Run by a session: its product packs wt and gives it back again.
+  SessionOptions o;
+  o.threads = 2;
+  Session s(dequantized_weight_model(), o);
+  Tensor x = test::random_uniform({2, 128}, 7);
+  Tensor y = s.run({{"x", x}}).at("y");
+  Tensor ref(DType::f32, {2, 256});
+  for (int64_t r = 0; r < 2; r++)
+    for (int64_t c = 0; c < 256; c++) {
+      double sum = 0;
+      for (int64_t k = 0; k < 128; k++)
+        sum += double(x.data<float>()[r * 128 + k]) * want[size_t(k * 256 + c)];
+      ref.data<float>()[r * 256 + c] = float(sum);
+    }
+  test::expect_close(y, ref, 1e-4, 1e-4);
+  EXPECT_EQ(s.model().graph.initializers.at("wt").buffer()->evicted(), !reference_kernels_requested());
+}
 
 TEST(WeightEviction, PackedWeightsAreEvictedAndReadAgainFromTheModelFile) {
   Model m = load_onnx(test::source_path("models/demo/model.onnx"));
