@@ -3,8 +3,8 @@
 Qwen2VLForConditionalGeneration, from a config) taught to answer questions about generated
 scenes (tools/demo_vlm_questions.py), then exported with tools/export_qwen_vl.py's wrappers to
 vlrt's VLM folder layout. The vision tower's patch embedding is the demo tagger's CNN
-(models/demo-tagger, frozen; see TaggerPatchEmbed) with a learnt projection; everything else
-is learnt from scratch.
+(models/demo-tagger; see TaggerPatchEmbed) with a learnt projection; everything else is learnt
+from scratch. The CNN starts frozen; --tune-cnn trains it too, at a fraction of the learning rate.
 
 Training: a pool of scenes from seed 1234 (any other seed is held out), each step a batch of one
 image size with one random question per scene (only the one-word answers for the first --short-first
@@ -26,6 +26,10 @@ is what greedy decoding gives) on 96 questions about seed 99's scenes.
 
     python tools/train_demo_vlm.py --work /tmp/demo-vlm-train     # needs transformers 4.46.3
     python tools/train_demo_vlm.py --work /tmp/demo-vlm-train --export-only
+    python tools/train_demo_vlm.py --work /tmp/demo-vlm-tune --init-from models/demo-vlm --tune-cnn 0.25
+
+--init-from starts a new run from the weights of an exported folder (fresh auxiliary heads,
+trained alone for --heads-first steps, and a fresh optimizer).
 """
 import argparse
 import math
@@ -75,9 +79,14 @@ def make_config():
 
 
 def tagger_weights(path=TAGGER):
-    """The demo tagger's Conv weights and biases in graph order ([(weight, bias)], float32), read
-    with onnx's generated protobuf module alone (importing onnx needs a newer NumPy than the
-    PyTorch this trainer runs on)."""
+    """The demo tagger's Conv weights and biases in graph order ([(weight, bias)], float32)."""
+    init = initializers(path)
+    return [(init[n.input[1]], init[n.input[2]]) for n in read_onnx(path).graph.node if n.op_type == "Conv"]
+
+
+def read_onnx(path):
+    """An ONNX file's ModelProto, read with onnx's generated protobuf module alone (importing onnx
+    needs a newer NumPy than the PyTorch this trainer runs on)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
@@ -87,9 +96,41 @@ def tagger_weights(path=TAGGER):
     model = pb.ModelProto()
     with open(path, "rb") as f:
         model.ParseFromString(f.read())
-    init = {t.name: torch.from_numpy(np.frombuffer(t.raw_data, np.float32).reshape(tuple(t.dims)).copy())
-            for t in model.graph.initializer}
-    return [(init[n.input[1]], init[n.input[2]]) for n in model.graph.node if n.op_type == "Conv"]
+    return model
+
+
+def initializers(path):
+    """{name: float32 tensor} of an ONNX file's initializers, in file order."""
+    return {t.name: torch.from_numpy(np.frombuffer(t.raw_data, np.float32).reshape(tuple(t.dims)).copy())
+            for t in read_onnx(path).graph.initializer if t.data_type == 1 and t.raw_data}
+
+
+def weights_from_folder(model, folder):
+    """Loads the weights of an exported folder (this trainer's export_folder) back into `model`.
+    vision.onnx and embedding.onnx keep the parameters' names; decoder.onnx keeps the biases and
+    norms, while the exporter's constant folding turned each linear weight into its transpose
+    named onnx::MatMul_<n>, numbered in the order the layers run: per layer q, k, v, o, gate, up,
+    down, then lm_head. Every parameter of `model` must be found, with its shape."""
+    found = initializers(os.path.join(folder, "vision.onnx"))
+    found["model.embed_tokens.weight"] = initializers(os.path.join(folder, "embedding.onnx"))["embed_tokens.weight"]
+    decoder = initializers(os.path.join(folder, "decoder.onnx"))
+    matmuls = sorted((n for n in decoder if n.startswith("onnx::MatMul_")), key=lambda n: int(n.rsplit("_", 1)[1]))
+    linear = [f"model.layers.{i}.{part}.weight" for i in range(model.config.num_hidden_layers)
+              for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")] + ["lm_head.weight"]
+    if len(matmuls) != len(linear):
+        sys.exit(f"{folder}/decoder.onnx has {len(matmuls)} folded weights, the model {len(linear)} linear layers")
+    found.update({name: decoder[m].t() for name, m in zip(linear, matmuls)})
+    found.update({n: v for n, v in decoder.items() if not n.startswith("onnx::")})
+    params = dict(model.named_parameters())
+    missing = [n for n in params if n not in found]
+    wrong = [f"{n} {tuple(found[n].shape)} for {tuple(p.shape)}" for n, p in params.items()
+             if n in found and found[n].shape != p.shape]
+    if missing or wrong:
+        sys.exit(f"{folder} does not hold this model's weights: missing {missing}, wrong shapes {wrong}")
+    with torch.no_grad():
+        for n, p in params.items():
+            p.copy_(found[n])
 
 
 def patches_per_row(rotary_pos_ids):
@@ -102,7 +143,8 @@ class TaggerPatchEmbed(torch.nn.Module):
     renormalized from CLIP's mean and std to ImageNet's and resized by 8/7, so that the demo
     tagger's CNN (models/demo-tagger, trained on the same scenes; stride 16, BatchNorm folded)
     gives one 128-feature cell and 64 label scores per 14 x 14 patch; those are projected to the
-    tower's width and listed in the tower's patch order. The CNN's weights stay frozen.
+    tower's width and listed in the tower's patch order. The CNN's weights stay frozen unless
+    --tune-cnn.
 
     A linear patch embedding with two attention layers did not learn the shapes (a per-cell shape
     head at 0.29, against 0.83 for colour), nor did a per-patch CNN with convolutions over the
@@ -385,6 +427,13 @@ def main():
     ap.add_argument("--save-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=300)
     ap.add_argument("--export-only", action="store_true", help="export the last checkpoint")
+    ap.add_argument("--init-from", metavar="FOLDER",
+                    help="start a new run (no checkpoint in --work yet) from the weights of an exported folder, "
+                         "such as models/demo-vlm; the auxiliary heads and the optimizer start afresh")
+    ap.add_argument("--heads-first", type=int, default=0,
+                    help="steps at the start that train the auxiliary heads alone (after --init-from)")
+    ap.add_argument("--tune-cnn", type=float, default=0.0, metavar="SCALE",
+                    help="also train the patch embedding's CNN, at SCALE times the learning rate (0: frozen)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     os.makedirs(a.work, exist_ok=True)
@@ -406,16 +455,31 @@ def main():
                                  torch.nn.Linear(TEXT["hidden_size"], dq.MAX_OBJECTS + 1)])
     print(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters")
 
-    opt = torch.optim.AdamW(list(model.parameters()) + list(heads.parameters()), lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    cnn = list(model.visual.patch_embed.features.parameters()) + list(model.visual.patch_embed.scores.parameters())
+    for p in cnn:
+        p.requires_grad_(a.tune_cnn > 0)
+    rest = [p for p in model.parameters() if all(p is not c for c in cnn)]
+    groups = [{"params": rest, "scale": 1.0}, {"params": list(heads.parameters()), "scale": 1.0, "heads": True}]
+    if a.tune_cnn > 0:
+        groups.append({"params": cnn, "scale": a.tune_cnn})
+    opt = torch.optim.AdamW(groups, lr=a.lr, weight_decay=0.01, betas=(0.9, 0.98))
     ckpt_path = os.path.join(a.work, "checkpoint.pt")
     step, rng = 0, np.random.default_rng(TRAIN_SEED)
     if os.path.exists(ckpt_path):
         ckpt = torch.load(ckpt_path)
         model.load_state_dict(ckpt["model"])
         heads.load_state_dict(ckpt["heads"])
-        opt.load_state_dict(ckpt["opt"])
+        if not a.export_only:
+            try:
+                opt.load_state_dict(ckpt["opt"])
+            except ValueError as e:
+                sys.exit(f"{ckpt_path}: its optimizer state does not fit this run ({e}); "
+                         "was it trained with another --tune-cnn?")
         step, rng.bit_generator.state = ckpt["step"], ckpt["rng"]
         print(f"resumed at step {step}")
+    elif a.init_from:
+        weights_from_folder(model, a.init_from)
+        print(f"weights from {a.init_from}")
     if a.export_only:
         export_folder(model.eval(), processor, a.out)
         return
@@ -432,8 +496,11 @@ def main():
     print(f"scenes ready in {time.time() - t0:.0f} s: " + ", ".join(f"{g}: {len(p)}" for g, p in buckets.items()))
 
     def lr_at(s):
-        warm = 60
-        return a.lr * (s / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / max(1, a.steps - warm))))
+        """Warm-up over 60 steps after --heads-first, then cosine decay to --steps."""
+        start, warm = a.heads_first, 60
+        if s < start + warm:
+            return a.lr * max(0, s - start) / warm
+        return a.lr * 0.5 * (1 + math.cos(math.pi * (s - start - warm) / max(1, a.steps - start - warm)))
 
     def quick_accuracy():
         model.eval()
@@ -447,11 +514,15 @@ def main():
         total = sum(r[0] for r in right.values()) / sum(r[1] for r in right.values())
         return total, " ".join(f"{k}={r[0] / max(1, r[1]):.2f}" for k, r in right.items())
 
+    if a.init_from and step == 0:
+        total, per_kind = quick_accuracy()
+        print(f"step 0: quick exact answers {total:.3f} ({per_kind})", flush=True)
     model.train()
     t0, losses = time.time(), []
     while step < a.steps:
         for group in opt.param_groups:
-            group["lr"] = lr_at(step)
+            heads_alone = group.get("heads") and step < a.heads_first
+            group["lr"] = a.lr if heads_alone else lr_at(step) * group["scale"]
         kinds = [k for k in a.kinds.split(",") if k != "what" or step >= a.short_first]
         grid, items = sample_batches(rng, buckets, a.batch, kinds)
         batch, targets, guides = make_batch(model, items, grid, prompts)
