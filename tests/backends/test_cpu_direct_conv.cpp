@@ -202,11 +202,15 @@ TEST(CpuDirectConv, DepthwiseMatchesTheReference) {
       {1, 5, 5, 1, 3, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 0, 8, true},      // rows shorter than 8 pixels
       {1, 16, 16, 5, 20, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 8, true},   // 20 pixels a row: tiles of 7 + 7 + 6
       {2, 9, 9, 7, 9, 3, 3, 2, 2, {2, 1, 0, 3}, 8, 8, 8, true},      // blocked X, dilation, stride, odd pads
-      // Rows wide enough that the kernel reads X unpadded and skips the padding's taps:
-      {1, 8, 8, 6, 80, 5, 5, 2, 1, {2, 2, 2, 2}, 8, 8, 8, true},     // stride 2
-      {1, 8, 8, 7, 70, 3, 3, 1, 2, {2, 2, 1, 3}, 8, 8, 8, true},     // dilation 2, odd pads
-      {1, 16, 16, 6, 66, 5, 5, 1, 1, {2, 2, 2, 2}, 8, 8, 8, true},   // 5x5 stride 1
-      {1, 8, 8, 9, 100, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 0, 8, true},    // 7x7 stride 1, plain Y
+      {1, 16, 16, 5, 10, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 8, 8, true},   // 7x7: tiles of 5 + 5, both crossing
+                                                                     // edges
+      {1, 8, 8, 4, 3, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 8, 8, true},      // a window wider than the row
+      {1, 8, 8, 3, 4, 5, 5, 1, 1, {0, 4, 4, 0}, 8, 8, 8, true},      // all the padding on one side
+      // Rows with most windows inside X, in tiles that need no bound test:
+      {1, 8, 8, 6, 80, 5, 5, 2, 1, {2, 2, 2, 2}, 8, 8, 8, true},    // stride 2
+      {1, 8, 8, 7, 70, 3, 3, 1, 2, {2, 2, 1, 3}, 8, 8, 8, true},    // dilation 2, odd pads
+      {1, 16, 16, 6, 66, 5, 5, 1, 1, {2, 2, 2, 2}, 8, 8, 8, true},  // 5x5 stride 1
+      {1, 8, 8, 9, 100, 7, 7, 1, 1, {3, 3, 3, 3}, 8, 0, 8, true},   // 7x7 stride 1, plain Y
   };
   expect_matches_reference(cases);
 }

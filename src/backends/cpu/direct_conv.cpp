@@ -79,10 +79,8 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   g.lanes = std::min<int64_t>(8, in_channels);
   g.plain_sum = z && blocks.sum == 0;
   g.plain_output = blocks.dst == 0;
-  // The depthwise kernel skips the padding itself where at most a sixteenth of a row's pixels
-  // have windows across its edges (they go one by one): cheaper than copying X.
-  int64_t edge_columns = std::min(g.ow, ceil_div(g.x.left, g.sw) + ceil_div(g.x.wp - g.x.w - g.x.left, g.sw));
-  g.skips_padding = depthwise && !g.x.plain && edge_columns * 16 <= g.ow;
+  // The depthwise kernel reads a blocked X as it is and skips the padding's taps itself.
+  g.skips_padding = depthwise && !g.x.plain;
   if (fused) {
     p.act = fused_conv_activation(node);
     p.pre = fused_conv_activation(node, "pre_activation");

@@ -15,11 +15,11 @@
 // the same way. With fewer than 8 input channels (an image's 3) a depth step takes only those,
 // not 8 with zeros.
 //
-// The depthwise kernel reads the same source, or a blocked X as it is where few output columns'
-// windows cross its edges (those pixels then read a zero-bordered copy of their window, and the
-// rows at the top and bottom skip the filter rows outside): each block of 8 channels is its own
-// convolution, up to 8 output pixels of a row at a time; at stride 1 each source pixel is loaded
-// once per filter row, the row's filters held in registers.
+// The depthwise kernel reads a blocked X as it is (a plain one from the same blocked copy): each
+// block of 8 channels is its own convolution, up to 8 output pixels of a row at a time; the rows
+// at the top and bottom skip the filter rows outside X, the tiles at the left and right edges the
+// taps outside it; at stride 1 each source pixel is loaded once per filter row, the row's filters
+// held in registers.
 //
 // Both sum in the reference convolution's order up to the channel blocking, so they differ from
 // it by rounding only; tests/backends/test_cpu_direct_conv.cpp checks them. Not under
@@ -69,7 +69,7 @@ struct Geometry {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t lanes = 8;             // input channels per depth step: 8, or fewer when X has fewer
   bool plain_sum = false, plain_output = false;  // Z, Y as plain NCHW
-  bool skips_padding = false;  // the depthwise kernel reads a blocked X as it is
+  bool skips_padding = false;  // the depthwise kernel reads a blocked X as it is, without padding
 
   int64_t out_blocks() const { return (out_channels + 7) / 8; }
   Frame output() const { return {x.batch, out_channels, oh, ow, 0, 0, oh, ow, true}; }  // Y or Z when plain

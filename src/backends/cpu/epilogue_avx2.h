@@ -61,21 +61,41 @@ inline void avx2_with_activation(const FusedActivation& a, Body&& body) {
   }
 }
 
-// The epilogue in place over `pixels` pixels of one block of 8 channels at y:
-// act(pre(y + bias) + z), bias being the block's 8 values and z (null: none) the residual at the
-// same pixels; of the 8 channels the first `real` are real, the others set to zero.
+// The epilogue of one block of 8 channels at one pixel, act(pre(y + bias) + z): bias the
+// block's 8 values, z (null: none) the residual at the pixel; of the 8 channels the first `real`
+// are real, the others set to zero. Act: avx2_with_activation's function.
+template <class Act>
+struct Avx2BlockEpilogue {
+  Avx2BlockEpilogue(const float* bias, int64_t real, const FusedActivation& pre, Act act)
+      : b(_mm256_loadu_ps(bias)),
+        mask(avx2_block_mask(real)),
+        masked(real < 8),
+        has_pre(pre.kind != FusedActivation::none),
+        pre(pre),
+        act(act) {}
+
+  __m256 operator()(__m256 y, const float* z) const {
+    __m256 v = _mm256_add_ps(y, b);
+    if (has_pre) v = avx2_activate(pre, v);
+    if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z));
+    v = act(v);
+    return masked ? _mm256_and_ps(v, mask) : v;
+  }
+
+  __m256 b, mask;
+  bool masked, has_pre;
+  const FusedActivation& pre;
+  Act act;
+};
+
+// That epilogue in place over `pixels` pixels of one block at y (z: the residual at the same
+// pixels, or null).
 inline void avx2_epilogue_block(float* y, const float* z, int64_t pixels, const float* bias, int64_t real,
                                 const FusedActivation& a, const FusedActivation& pre) {
-  const __m256 b = _mm256_loadu_ps(bias), mask = avx2_block_mask(real);
-  const bool masked = real < 8, has_pre = pre.kind != FusedActivation::none;
   avx2_with_activation(a, [&](auto act) {
-    for (int64_t p = 0; p < pixels; p++) {
-      __m256 v = _mm256_add_ps(_mm256_loadu_ps(y + p * 8), b);
-      if (has_pre) v = avx2_activate(pre, v);
-      if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + p * 8));
-      v = act(v);
-      _mm256_storeu_ps(y + p * 8, masked ? _mm256_and_ps(v, mask) : v);
-    }
+    const Avx2BlockEpilogue<decltype(act)> epilogue(bias, real, pre, act);
+    for (int64_t p = 0; p < pixels; p++)
+      _mm256_storeu_ps(y + p * 8, epilogue(_mm256_loadu_ps(y + p * 8), z ? z + p * 8 : nullptr));
   });
 }
 
