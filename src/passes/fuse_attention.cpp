@@ -12,8 +12,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->domain.empty() && n->op_type == op; }
-
 // The single-use producer of v when it is `op`; nullptr otherwise.
 Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index) {
   int p = g.producer_index(v);

@@ -1,5 +1,6 @@
-// Conv fusions: BatchNormalization folded into the Conv (or ConvTranspose) before it, and
-// Conv + residual Add + activation as com.microsoft FusedConv.
+// Conv fusions: BatchNormalization folded into the Conv (or ConvTranspose) before it; a Mul, Add
+// or Sub by a per-channel constant folded into the Conv before it, or into an unpadded Conv
+// after it; and Conv + residual Add + activation as com.microsoft FusedConv.
 #include <cmath>
 
 #include "passes/fusion_graph.h"
@@ -65,6 +66,135 @@ bool fold_batchnorm(FusionGraph& g, size_t bn_index, FusionCounts& counts) {
   return true;
 }
 
+// The values of constant c per channel, for c broadcast against a [N, C, ...] value of `rank`
+// axes and `channels` channels along the channel axis alone (one value, or C along axis 1);
+// nullopt for anything else.
+std::optional<std::vector<double>> channel_constant(FusionGraph& g, const std::string& c, int64_t channels,
+                                                    int rank) {
+  const Tensor* t = c.empty() ? nullptr : g.constant(c);
+  if (!t || t->dtype() != DType::f32 || t->rank() > rank || t->numel() == 0) return std::nullopt;
+  std::vector<double> v = t->to_double_vector();
+  if (t->numel() == 1) return std::vector<double>(size_t(channels), v[0]);
+  for (int i = 0; i < t->rank(); i++)
+    if (t->dim(i) != (t->rank() - i == rank - 1 ? channels : 1)) return std::nullopt;
+  return v;
+}
+
+// The per-channel constant that node n (Mul, Add, or Sub with it second) applies to v: the
+// values, and whether it multiplies; nullopt when n is not such a node.
+std::optional<std::pair<std::vector<double>, bool>> affine_of(FusionGraph& g, const Node& n,
+                                                              const std::string& v, int64_t channels,
+                                                              int rank) {
+  bool mul = is_op(n, "Mul"), sub = is_op(n, "Sub") && n.inputs.size() == 2 && n.inputs[0] == v;
+  if (!mul && !sub && !is_op(n, "Add")) return std::nullopt;
+  auto k = channel_constant(g, other_input(n, v), channels, rank);
+  if (!k) return std::nullopt;
+  if (sub)
+    for (double& x : *k) x = -x;
+  return std::pair{std::move(*k), mul};
+}
+
+// The Conv's constant float32 weights (rank 3 or more) and its bias (zeros without one).
+std::optional<std::pair<const Tensor*, std::vector<double>>> conv_parameters(FusionGraph& g,
+                                                                             const Node& conv) {
+  const Tensor* w = conv.inputs.size() > 1 ? g.constant(conv.inputs[1]) : nullptr;
+  if (!w || w->dtype() != DType::f32 || w->rank() < 3) return std::nullopt;
+  std::optional<std::vector<double>> bias(std::vector<double>(size_t(w->dim(0)), 0.0));
+  if (conv.inputs.size() > 2 && !conv.inputs[2].empty()) bias = constant_values(g, conv, 2, w->dim(0));
+  if (!bias) return std::nullopt;
+  return std::pair{w, std::move(*bias)};
+}
+
+// conv with weights wv and bias bv as new constants.
+void set_conv_parameters(FusionGraph& g, Node& conv, const Tensor& w, const std::vector<double>& wv,
+                         const std::vector<double>& bv, const char* suffix) {
+  Tensor folded_w(DType::f32, w.shape()), folded_b(DType::f32, {w.dim(0)});
+  folded_w.assign_doubles(wv);
+  folded_b.assign_doubles(bv);
+  conv.inputs.resize(3);
+  conv.inputs[1] = g.add_constant(conv.inputs[1] + suffix, folded_w);
+  conv.inputs[2] =
+      g.add_constant(cat(conv.name.empty() ? conv.outputs[0] : conv.name, suffix, "_bias"), folded_b);
+}
+
+// A Mul, Add or Sub by a per-channel constant that is the only reader of a Conv's output, folded
+// into the Conv: y * s = conv(x, w * s) + b * s; y + t = conv(x, w) + (b + t).
+bool fold_affine_after(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
+  Node conv = g.node(conv_index);
+  if (!is_op(conv, "Conv") || conv.outputs.size() != 1) return false;
+  auto params = conv_parameters(g, conv);
+  const std::string y = conv.outputs[0];
+  std::vector<size_t> users = g.users(y);
+  if (!params || users.size() != 1 || !g.single_use(y)) return false;
+  auto& [w, bias] = *params;
+  const int64_t channels = w->dim(0), per_out = w->numel() / channels;
+  auto affine = affine_of(g, g.node(users[0]), y, channels, w->rank());
+  if (!affine) return false;
+  auto& [k, mul] = *affine;
+  std::vector<double> wv = w->to_double_vector();
+  for (size_t o = 0; o < size_t(channels); o++) {
+    if (mul) {
+      for (size_t j = 0; j < size_t(per_out); j++) wv[o * size_t(per_out) + j] *= k[o];
+      bias[o] *= k[o];
+    } else {
+      bias[o] += k[o];
+    }
+  }
+  set_conv_parameters(g, conv, *w, wv, bias, mul ? "_scaled" : "_shifted");
+  conv.outputs[0] = g.node(users[0]).outputs[0];
+  g.remove(conv_index);
+  g.replace(users[0], std::move(conv));
+  counts[mul ? "Conv+Mul" : "Conv+Add"]++;
+  return true;
+}
+
+// A Mul, Add or Sub by a per-input-channel constant whose output only an unpadded Conv reads (as
+// X), folded into that Conv: conv(x * s) = conv(x, w * s); conv(x + t) = conv(x) + sum(w t). With
+// padding the border taps would read zeros where the original read t.
+bool fold_affine_before(FusionGraph& g, size_t op_index, FusionCounts& counts) {
+  const Node& op = g.node(op_index);
+  if (op.outputs.size() != 1 || op.inputs.size() != 2) return false;
+  const std::string v = op.outputs[0];
+  size_t conv_index = 0;
+  Node* reader = only_user(g, v, "Conv", &conv_index);
+  if (!reader || reader->inputs[0] != v || reader->attr_string("auto_pad", "NOTSET").find("SAME") == 0)
+    return false;
+  for (int64_t p : reader->attr_ints("pads"))
+    if (p != 0) return false;
+  Node conv = *reader;
+  auto params = conv_parameters(g, conv);
+  if (!params) return false;
+  auto& [w, bias] = *params;
+  const int64_t group = conv.attr_int("group", 1), per_group = w->dim(1), channels = per_group * group,
+                out_per_group = w->dim(0) / group, taps = w->numel() / (w->dim(0) * per_group);
+  for (int s = 0; s < 2; s++) {
+    const std::string& x = op.inputs[size_t(s)];
+    if (g.facts.rank(x) != size_t(w->rank()) || g.facts.dtype(x) != DType::f32) continue;
+    auto affine = affine_of(g, op, x, channels, w->rank());
+    if (!affine) continue;
+    auto& [k, mul] = *affine;
+    std::vector<double> wv = w->to_double_vector();
+    for (int64_t o = 0; o < w->dim(0); o++)
+      for (int64_t i = 0; i < per_group; i++) {
+        double kc = k[size_t(o / out_per_group * per_group + i)];
+        for (int64_t t = 0; t < taps; t++) {
+          double& wt = wv[size_t((o * per_group + i) * taps + t)];
+          if (mul)
+            wt *= kc;
+          else
+            bias[size_t(o)] += wt * kc;
+        }
+      }
+    set_conv_parameters(g, conv, *w, wv, bias, mul ? "_scaled_in" : "_shifted_in");
+    conv.inputs[0] = x;
+    g.remove(op_index);
+    g.replace(conv_index, std::move(conv));
+    counts[mul ? "Mul+Conv" : "Add+Conv"]++;
+    return true;
+  }
+  return false;
+}
+
 // The Add that is y's only reader, adding a value of y's shape: its index and that value.
 std::optional<std::pair<size_t, std::string>> residual_add(FusionGraph& g, const std::string& y) {
   std::vector<size_t> users = g.users(y);
@@ -125,6 +255,15 @@ void fuse_conv_chain(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
 void fuse_conv_batchnorm(FusionGraph& g, FusionCounts& counts) {
   for (size_t i = 0; i < g.size(); i++)
     if (g.alive(i)) fold_batchnorm(g, i, counts);
+}
+
+void fuse_conv_affine(FusionGraph& g, FusionCounts& counts) {
+  // Again until nothing folds: a fold before a Conv makes the node before it the Conv's reader.
+  for (bool folded = true; folded;) {
+    folded = false;
+    for (size_t i = 0; i < g.size(); i++)
+      if (g.alive(i)) folded = fold_affine_after(g, i, counts) || fold_affine_before(g, i, counts) || folded;
+  }
 }
 
 void fuse_conv_activation(FusionGraph& g, FusionCounts& counts) {

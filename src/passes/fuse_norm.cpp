@@ -10,25 +10,6 @@ namespace vlrt {
 
 namespace {
 
-bool is_op(const Node* n, const char* op) { return n && n->domain.empty() && n->op_type == op; }
-
-bool near(std::optional<double> v, double target) { return v && std::abs(*v - target) <= 1e-4 * std::abs(target); }
-
-// The only user of v when it is op `op` (and v has no other reader); nullptr otherwise.
-Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* index) {
-  std::vector<size_t> users = g.users(v);
-  if (users.size() != 1 || !g.single_use(v) || !is_op(&g.node(users[0]), op)) return nullptr;
-  *index = users[0];
-  return &g.node(users[0]);
-}
-
-// The operand of a two-input node other than v ("" when both are v).
-std::string other_input(const Node& n, const std::string& v) {
-  if (n.inputs.size() != 2) return "";
-  if (n.inputs[0] == v) return n.inputs[1] == v ? "" : n.inputs[1];
-  return n.inputs[1] == v ? n.inputs[0] : "";
-}
-
 // ---- LayerNormalization ----------------------------------------------------------------
 
 // ReduceMean's constant axes normalized by rank; nullopt unless they are the last k axes.

@@ -8,18 +8,24 @@ namespace vlrt {
 
 FusionOptions FusionOptions::none() {
   FusionOptions o;
-  o.conv_batchnorm = o.conv_activation = o.matmul = o.layer_norm = o.gelu = o.attention = o.dynamic_quant_matmul = o.conv_layout = o.half_weights = false;
+  o.conv_batchnorm = o.conv_affine = o.hard_swish = o.conv_activation = o.matmul = o.layer_norm = o.gelu =
+      o.attention = o.dynamic_quant_matmul = o.conv_layout = o.half_weights = false;
   return o;
 }
 
 FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
   using Pass = void (*)(FusionGraph&, FusionCounts&);
-  // Order matters: Gelu and LayerNorm become single nodes before the passes that take an
+  // Order matters: Gelu, HardSwish and LayerNorm become single nodes before the passes that take an
   // activation into an epilogue; attention takes its MatMuls before the bias fusion looks at them.
   const std::pair<bool, Pass> passes[] = {
-      {options.layer_norm, fuse_layer_norm},   {options.gelu, fuse_gelu},
-      {options.conv_batchnorm, fuse_conv_batchnorm}, {options.conv_activation, fuse_conv_activation},
-      {options.attention, fuse_attention},     {options.matmul, fuse_matmul},
+      {options.layer_norm, fuse_layer_norm},
+      {options.gelu, fuse_gelu},
+      {options.hard_swish, fuse_hard_swish},
+      {options.conv_batchnorm, fuse_conv_batchnorm},
+      {options.conv_affine, fuse_conv_affine},
+      {options.conv_activation, fuse_conv_activation},
+      {options.attention, fuse_attention},
+      {options.matmul, fuse_matmul},
       {options.dynamic_quant_matmul, fuse_dynamic_quant_matmul},
   };
   int64_t block = options.conv_layout ? host.conv_channel_block() : 0;

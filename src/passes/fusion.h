@@ -1,6 +1,7 @@
 // Fusion: rewrites chains of nodes into one node whose kernel makes one pass over memory
-// (Conv+BatchNormalization folded, Conv+Add+activation as FusedConv, MatMul/Gemm+bias+activation
-// as vlrt.FusedMatMul, LayerNormalization and Gelu subgraphs, scaled dot-product attention,
+// (Conv+BatchNormalization and per-channel Mul/Add folded, Conv+Add+activation as FusedConv,
+// MatMul/Gemm+bias+activation as vlrt.FusedMatMul, LayerNormalization, Gelu and HardSwish
+// subgraphs, scaled dot-product attention,
 // dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul).
 // Every fused op has a CPU reference kernel; the fused graph computes what the original did.
 #pragma once
@@ -18,10 +19,14 @@ namespace vlrt {
 // Which passes run; each can be switched off on its own (tests compare fused and unfused graphs).
 struct FusionOptions {
   bool conv_batchnorm = true;
+  // Mul, Add, Sub by a per-channel constant folded into the Conv before it or an unpadded one after.
+  bool conv_affine = true;
   bool conv_activation = true;
   bool matmul = true;
   bool layer_norm = true;
   bool gelu = true;
+  // x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) as HardSwish.
+  bool hard_swish = true;
   bool attention = true;
   // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul.
   bool dynamic_quant_matmul = true;

@@ -1,6 +1,7 @@
 #include "passes/fusion_graph.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "passes/half_weights.h"
@@ -10,30 +11,34 @@ namespace vlrt {
 namespace {
 
 // The sizes every symbolic input dimension takes in the two probes: distinct, not 1 (which
-// broadcasts), and small enough for image and sequence axes alike.
-constexpr int64_t kProbeSizes[2] = {32, 48};
+// broadcasts), and small enough for image and sequence axes alike. When the first pair fails
+// (a detector whose feature maps of strides 8 to 32 must align needs multiples of 32), the next.
+constexpr int64_t kProbeSizes[][2] = {{32, 48}, {64, 128}};
 
 }  // namespace
 
 ShapeFacts::ShapeFacts(const Model& model, Backend& host) {
-  for (int p = 0; p < 2; p++) {
-    std::unordered_map<std::string, ValueInfo> inputs;
-    for (auto& d : model.graph.inputs) {
-      if (!d.has_shape || d.dtype == DType::undefined) return;
-      ValueInfo v;
-      v.dtype = d.dtype;
-      v.shape_known = true;
-      for (auto& dim : d.dims) v.shape.push_back(dim.value >= 0 ? dim.value : kProbeSizes[p]);
-      inputs[d.name] = v;
-    }
+  for (auto& d : model.graph.inputs)
+    if (!d.has_shape || d.dtype == DType::undefined) return;
+  for (const auto& sizes : kProbeSizes) {
     try {
-      probes_[p] = infer_shapes(model, inputs, host);
+      for (int p = 0; p < 2; p++) {
+        std::unordered_map<std::string, ValueInfo> inputs;
+        for (auto& d : model.graph.inputs) {
+          ValueInfo v;
+          v.dtype = d.dtype;
+          v.shape_known = true;
+          for (auto& dim : d.dims) v.shape.push_back(dim.value >= 0 ? dim.value : sizes[p]);
+          inputs[d.name] = v;
+        }
+        probes_[p] = infer_shapes(model, inputs, host);
+      }
+      return;
     } catch (const OutOfMemory&) {
       throw;
     } catch (const Error&) {
       probes_[0].reset();
       probes_[1].reset();
-      return;
     }
   }
 }
@@ -248,6 +253,23 @@ std::optional<FusableActivation> quantize_dequantize_after(FusionGraph& g, size_
 }
 
 }  // namespace
+
+bool near(std::optional<double> v, double target) {
+  return v && std::abs(*v - target) <= 1e-4 * std::abs(target);
+}
+
+std::string other_input(const Node& n, const std::string& v) {
+  if (n.inputs.size() != 2) return "";
+  if (n.inputs[0] == v) return n.inputs[1] == v ? "" : n.inputs[1];
+  return n.inputs[1] == v ? n.inputs[0] : "";
+}
+
+Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* index) {
+  std::vector<size_t> users = g.users(v);
+  if (users.size() != 1 || !g.single_use(v) || !is_op(&g.node(users[0]), op)) return nullptr;
+  *index = users[0];
+  return &g.node(users[0]);
+}
 
 std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v) {
   std::vector<size_t> users = g.users(v);

@@ -17,7 +17,7 @@ namespace vlrt {
 
 // Shapes that hold for every input size: the graph is shape-inferred twice, with every symbolic
 // input dimension set to one probe size and then to another, and a fact is taken only when both
-// agree. Empty (no facts) when an input has no declared shape or either probe fails.
+// agree. Empty (no facts) when an input has no declared shape or every pair of probe sizes fails.
 class ShapeFacts {
  public:
   ShapeFacts() = default;
@@ -96,15 +96,28 @@ using FusionCounts = std::map<std::string, size_t>;
 
 // The passes, one per family (each in its own fuse_*.cpp).
 void fuse_conv_batchnorm(FusionGraph& g, FusionCounts& counts);
+void fuse_conv_affine(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_activation(FusionGraph& g, FusionCounts& counts);
 void fuse_matmul(FusionGraph& g, FusionCounts& counts);
 void fuse_dynamic_quant_matmul(FusionGraph& g, FusionCounts& counts);
 void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
 void fuse_gelu(FusionGraph& g, FusionCounts& counts);
+void fuse_hard_swish(FusionGraph& g, FusionCounts& counts);
 void fuse_attention(FusionGraph& g, FusionCounts& counts);
 // Not a fusion but run with them, last: runs of convolutions keep their activations in blocks
 // of `block` channels (conv_layout.cpp).
 void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);
+
+// Matching helpers the passes share.
+// n is the standard-domain op `op` (false for null).
+inline bool is_op(const Node* n, const char* op) { return n && is_op(*n, op); }
+// v is a constant within 1e-4 (relative) of target.
+bool near(std::optional<double> v, double target);
+// The operand of a two-input node other than v ("" when both are v, or v is neither).
+std::string other_input(const Node& n, const std::string& v);
+// The only reader of v when it is op `op` and nothing else reads v (its index in *index);
+// nullptr otherwise.
+Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* index);
 
 // The activation node that follows value v as its only user, fusable into a kernel's epilogue:
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft

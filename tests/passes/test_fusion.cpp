@@ -207,6 +207,66 @@ TEST(Fusion, EveryActivationFusesIntoConv) {
   }
 }
 
+// HardSwish as paddle2onnx and older torch exports write it: x * Clip(x + 3, 0, 6) / 6, with the
+// division as a Mul by 1/6 or before the product, and x * HardSigmoid(x) (alpha 1/6, beta 1/2).
+// After a Conv it joins the Conv's epilogue; alone it is one HardSwish node. A Clip of another
+// value's sum, or a HardSigmoid with other constants, stays.
+TEST(Fusion, HardSwishSubgraphsBecomeHardSwish) {
+  Builder b;
+  std::string x = b.input("x", {2, 3, 5, 7});
+  auto gate = [&](const std::string& v) {
+    return b.node("Clip", {b.node("Add", {v, b.constant(scalar(3.f))}), b.constant(scalar(0.f)),
+                           b.constant(scalar(6.f))});
+  };
+  std::string y = b.node(
+      "Conv", {x, b.constant(random_uniform({7, 3, 3, 3}, 1, -2, 2)), b.constant(random_uniform({7}, 2))},
+      {{"pads", attr_ints({1, 1, 1, 1})}});
+  std::string h1 =
+      b.node("Div", {b.node("Mul", {y, gate(y)}), b.constant(scalar(6.f))});  // fused into the Conv
+  std::string h2 = b.node("Mul", {b.constant(scalar(1.f / 6)), b.node("Mul", {gate(h1), h1})});     // alone
+  std::string h3 = b.node("Mul", {h2, b.node("Div", {gate(h2), b.constant(scalar(6.f))})});         // alone
+  std::string h4 = b.node("Mul", {h3, b.node("HardSigmoid", {h3}, {{"alpha", attr_f(1.f / 6)}})});  // alone
+  std::string kept = b.node("Div", {b.node("Mul", {h4, gate(h1)}), b.constant(scalar(6.f))});
+  std::string kept2 = b.node("Mul", {kept, b.node("HardSigmoid", {kept}, {{"alpha", attr_f(0.2f)}})});
+  b.output(kept2);
+  b.output(h4);
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 3, 5, 7}, 3, -2, 2)}});
+  EXPECT_EQ(report_of(c), "4 HardSwish subgraph, 1 Conv+HardSwish");
+  EXPECT_EQ(c.ops["HardSwish"], 3);
+  EXPECT_EQ(c.ops["Clip"], 1);
+  EXPECT_EQ(c.ops["HardSigmoid"], 1);
+}
+
+// A Mul, Add or Sub by a per-channel constant (one value, or [C, 1, 1]) folds into the Conv
+// before it, and into an unpadded Conv after it (groups included); one before a padded Conv
+// stays, as does a constant that broadcasts along another axis.
+TEST(Fusion, PerChannelMulAndAddFoldIntoConvolutions) {
+  Builder b;
+  std::string x = b.input("x", {2, 4, 6, 7});
+  auto conv = [&](const std::string& v, Shape w, Attrs attrs = {}) {
+    return b.node("Conv",
+                  {v, b.constant(random_uniform(w, uint32_t(w[0] + w[1]), -1, 1)),
+                   b.constant(random_uniform({w[0]}, 9))},
+                  std::move(attrs));
+  };
+  std::string y = conv(x, {6, 4, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  y = b.node("Mul", {b.constant(scalar(0.7f)), y});                   // Conv+Mul
+  y = b.node("Sub", {y, b.constant(random_uniform({6, 1, 1}, 11))});  // Conv+Add
+  y = b.node("Relu", {y});
+  y = b.node("Mul", {y, b.constant(random_uniform({1, 6, 1, 1}, 12, 0.5f, 2.f))});  // Mul+Conv
+  y = b.node("Add", {b.constant(scalar(0.3f)), y});                                 // Add+Conv
+  y = conv(y, {8, 3, 1, 1}, {{"group", attr_i(2)}});
+  y = b.node("Add", {b.node("Relu", {y}), b.constant(scalar(0.25f))});  // stays: the Conv pads
+  y = conv(y, {5, 8, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}});
+  b.output(b.node("Mul", {y, b.constant(random_uniform({7}, 13))}));  // stays: along W
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 4, 6, 7}, 3, -2, 2)}}, {}, 1e-4);
+  std::string r = report_of(c);
+  EXPECT_NE(r.find("1 Add+Conv, 1 Conv+Add, 1 Conv+Mul, 1 Mul+Conv"), std::string::npos) << r;
+  EXPECT_EQ(c.ops["Add"], 1);
+  EXPECT_EQ(c.ops["Mul"], 1);
+  EXPECT_EQ(c.ops.count("Sub"), 0u);
+}
+
 // ---- MatMul / Gemm ------------------------------------------------------------------------
 
 // 0.5 * x * (1 + erf(x / sqrt 2)) as torch writes it.
