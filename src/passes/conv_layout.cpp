@@ -34,7 +34,12 @@ bool eligible(FusionGraph& g, const Node& n) {
   if (!w || !(w->dtype() == DType::f32 || dtype_is_half(w->dtype())) || w->rank() != 4 || w->numel() == 0)
     return false;
   if (n.inputs.size() > 2 && !n.inputs[2].empty() && !g.constant(n.inputs[2])) return false;
-  return g.facts.dtype(n.inputs[0]) == DType::f32 && g.facts.rank(n.inputs[0]) == size_t(4);
+  // X is float32 and two-dimensional: as inferred, or as the weights say (a Conv's X has their
+  // rank, and their type unless they are stored in half precision, read through a Cast to
+  // float32) where the shapes are not known.
+  DType dtype = g.facts.dtype(n.inputs[0]);
+  if (dtype == DType::undefined) dtype = g.half_weight_source(n.inputs[1]).empty() ? w->dtype() : DType::f32;
+  return dtype == DType::f32 && g.facts.rank(n.inputs[0]).value_or(4) == size_t(4);
 }
 
 }  // namespace

@@ -169,9 +169,11 @@ bool fold_affine_before(FusionGraph& g, size_t op_index, FusionCounts& counts) {
                 out_per_group = w->dim(0) / group, taps = w->numel() / (w->dim(0) * per_group);
   for (int s = 0; s < 2; s++) {
     const std::string& x = op.inputs[size_t(s)];
-    if (g.facts.rank(x) != size_t(w->rank()) || g.facts.dtype(x) != DType::f32) continue;
     auto affine = affine_of(g, op, x, channels, w->rank());
-    if (!affine) continue;
+    // x is float32 as the Conv's weights are; it has the Conv's rank unless the constant, of that
+    // rank, broadcasts it up.
+    const Tensor* c = g.constant(other_input(op, x));
+    if (!affine || (c->rank() == w->rank() && g.facts.rank(x) != size_t(w->rank()))) continue;
     auto& [k, mul] = *affine;
     std::vector<double> wv = w->to_double_vector();
     for (int64_t o = 0; o < w->dim(0); o++)
@@ -211,7 +213,12 @@ std::optional<std::pair<size_t, std::string>> residual_add(FusionGraph& g, const
 // operands of its residual Add are fake-quantized.
 void fuse_conv_chain(FusionGraph& g, size_t conv_index, FusionCounts& counts) {
   Node conv = g.node(conv_index);
-  if (!is_op(conv, "Conv") || g.facts.dtype(conv.outputs[0]) != DType::f32) return;
+  if (!is_op(conv, "Conv")) return;
+  // Float32 as inferred, or as its constant weights are where the shapes are not known.
+  DType dtype = g.facts.dtype(conv.outputs[0]);
+  const Tensor* w = conv.inputs.size() > 1 ? g.constant(conv.inputs[1]) : nullptr;
+  if (dtype == DType::undefined && w) dtype = w->dtype();
+  if (dtype != DType::f32) return;
   std::string y = conv.outputs[0], z, pattern = "Conv";
   std::vector<size_t> chain;
   std::optional<FusableActivation> pre = activation_after(g, y);

@@ -64,7 +64,11 @@ void fuse_at(FusionGraph& g, size_t index, FusionCounts& counts) {
   } else {
     return;
   }
-  if (g.facts.dtype(x) != DType::f32) return;
+  // Float32 as inferred, or as the constant 3 added to x is.
+  DType dtype = g.facts.dtype(x);
+  const Tensor* three = is_op(gate, "Clip") ? g.constant(other_input(g.node(nodes[0]), x)) : nullptr;
+  if (dtype == DType::undefined && three) dtype = three->dtype();
+  if (dtype != DType::f32) return;
   Node hard_swish;
   hard_swish.name = gate.name;
   hard_swish.op_type = "HardSwish";

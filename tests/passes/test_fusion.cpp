@@ -267,6 +267,26 @@ TEST(Fusion, PerChannelMulAndAddFoldIntoConvolutions) {
   EXPECT_EQ(c.ops.count("Sub"), 0u);
 }
 
+// Where the input's shape is not declared (no shape facts), the Conv fusions still hold: the
+// constants say the values are float32, and a Conv's X has its weights' rank.
+TEST(Fusion, ConvolutionsFuseWithoutShapeFacts) {
+  Builder b;
+  std::string x = b.input("x", {1, 5, 6, 7});
+  b.m.graph.inputs[0].has_shape = false;
+  std::string y =
+      b.node("Conv", {x, b.constant(random_uniform({8, 5, 3, 3}, 1)), b.constant(random_uniform({8}, 2))},
+             {{"pads", attr_ints({1, 1, 1, 1})}});
+  y = b.node("Mul", {b.node("Mul", {y, b.node("Clip", {b.node("Add", {y, b.constant(scalar(3.f))}),
+                                                       b.constant(scalar(0.f)), b.constant(scalar(6.f))})}),
+                     b.constant(scalar(1.f / 6))});
+  y = b.node("Mul", {y, b.constant(scalar(1.5f))});
+  b.output(b.node("Conv", {y, b.constant(random_uniform({4, 8, 1, 1}, 3))}));
+  Compared c = run_both(b.m, {{"x", random_uniform({1, 5, 6, 7}, 4, -3, 3)}}, {}, 1e-4);
+  std::string r = report_of(c);
+  EXPECT_NE(r.find("1 HardSwish subgraph, 1 Mul+Conv, 1 Conv+HardSwish"), std::string::npos) << r;
+  if (CpuBackend(0, 1).conv_channel_block() > 0) EXPECT_EQ(c.ops["vlrt.BlockedConv"], 2) << r;
+}
+
 // ---- MatMul / Gemm ------------------------------------------------------------------------
 
 // 0.5 * x * (1 + erf(x / sqrt 2)) as torch writes it.
