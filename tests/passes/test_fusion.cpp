@@ -535,6 +535,34 @@ TEST(Fusion, BlockedConvolutionsKeepHalfPrecisionWeights) {
   }
 }
 
+// Scalar ops between two convolutions (a model's affine after an activation, before a padded
+// convolution it cannot fold into) run on the blocks; the graph returns the chain's end through a
+// conversion. Where the channels leave a partial last block the chain stays plain.
+TEST(Fusion, ScalarOpsBetweenConvolutionsStayBlocked) {
+  int64_t block = CpuBackend(0, 1).conv_channel_block();
+  if (block == 0) GTEST_SKIP() << "the CPU backend has no blocked layout here";
+  Builder b;
+  Attrs pad = {{"pads", attr_ints({1, 1, 1, 1})}};
+  std::string x = b.input("x", {2, 5, 9, 7});
+  std::string y =
+      b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({2 * block, 5, 3, 3}, 1))}, pad)});
+  y = b.node("Add", {b.constant(scalar(0.5f)), b.node("Mul", {y, b.constant(scalar(1.5f))})});
+  b.output(y);
+  y = b.node("Relu", {b.node("Conv", {y, b.constant(random_uniform({6, 2 * block, 3, 3}, 2))}, pad)});
+  y = b.node("Div", {y, b.constant(test::f32({4.f}, {1, 1, 1, 1}))});  // 6 channels: stays plain
+  b.output(b.node("Conv", {y, b.constant(random_uniform({3, 6, 3, 3}, 3))}, pad));
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 4)}}, {}, 1e-4);
+  std::string r = report_of(c);
+  EXPECT_NE(
+      r.find(cat("1 Add by a scalar in blocks of ", block, " channels, 2 Conv in blocks of ", block,
+                 " channels, 1 Mul by a scalar in blocks of ", block, " channels, 1 conversion from blocks")),
+      std::string::npos)
+      << r;
+  EXPECT_EQ(c.ops["vlrt.BlockedConv"], 2);
+  EXPECT_EQ(c.ops["Div"], 1);
+  EXPECT_EQ(c.ops["Conv"], 1);
+}
+
 // A convolution whose neighbours are not convolutions stays as it was.
 TEST(Fusion, ALoneConvolutionIsNotBlocked) {
   Builder b;
