@@ -59,14 +59,19 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
     for (int i = 0; i < lanes; i++) {
       __m256 b0, b1, x;
       load_row16(w + i * 16, b0, b1);
-#define VLRT_ROW(r)                              \
-  if constexpr (Rows > r) {                      \
-    x = _mm256_broadcast_ss(a##r + i);           \
-    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);   \
-    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);   \
+#define VLRT_ROW(r)                    \
+  if constexpr (Rows > r) {            \
+    x = _mm256_broadcast_ss(a##r + i); \
+    fma_in_place(c##r##0, x, b0);      \
+    fma_in_place(c##r##1, x, b1);      \
   }
-      VLRT_ROW(0) VLRT_ROW(1) VLRT_ROW(2) VLRT_ROW(3) VLRT_ROW(4) VLRT_ROW(5)
+      VLRT_ROW(0)
+      VLRT_ROW(1) VLRT_ROW(2) VLRT_ROW(3) VLRT_ROW(4) VLRT_ROW(5)
 #undef VLRT_ROW
+          // Keeps GCC from loading the next steps' weights early: with them in flight the 12 sums no
+          // longer fit in the 16 registers and move around every step.
+          __asm__ volatile("" ::
+                               : "memory");
     }
   }
 #define VLRT_KEEP(r) \

@@ -29,6 +29,13 @@ inline void load_row16(const bf16_t* b, __m256& lo, __m256& hi) {
   hi = widen(b + 8);
 }
 
+// acc += a * b with acc kept in its register: written as _mm256_fmadd_ps, GCC may put a sum in
+// the broadcast's register and move it back every step (it did in the direct convolution's tile,
+// two more instructions per step).
+inline void fma_in_place(__m256& acc, __m256 a, __m256 b) {
+  __asm__("vfmadd231ps %[b], %[a], %[acc]" : [acc] "+x"(acc) : [a] "x"(a), [b] "x"(b));
+}
+
 // C[r][0..16) = sum_c A[r][c] B[c][0..16) for Rows rows of A (lda apart) and a panel of B
 // (k rows of 16 values of type W, contiguous), stored ldc apart; with Accumulate, added to what
 // C holds. The accumulators are named one by one: as an array GCC keeps a copy of them in memory
@@ -49,11 +56,11 @@ inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float*
   for (int64_t p = 0; p < k; p++) {
     __m256 b0, b1, x;
     load_row16(b + p * 16, b0, b1);
-#define VLRT_ROW(r)                                \
-  if constexpr (Rows > r) {                        \
-    x = _mm256_broadcast_ss(a + r * lda + p);      \
-    c##r##0 = _mm256_fmadd_ps(x, b0, c##r##0);     \
-    c##r##1 = _mm256_fmadd_ps(x, b1, c##r##1);     \
+#define VLRT_ROW(r)                           \
+  if constexpr (Rows > r) {                   \
+    x = _mm256_broadcast_ss(a + r * lda + p); \
+    fma_in_place(c##r##0, x, b0);             \
+    fma_in_place(c##r##1, x, b1);             \
   }
     VLRT_ROW(0) VLRT_ROW(1) VLRT_ROW(2) VLRT_ROW(3) VLRT_ROW(4) VLRT_ROW(5)
 #undef VLRT_ROW
