@@ -2,7 +2,8 @@
 // in double, over directions, steps and the batch items still inside their sequence. Float32
 // RNN, GRU and LSTM also have a fast path (not under VLRT_REFERENCE_KERNELS=1): X's products with
 // W for every step in one matrix product, each step's H with R as one product over the batch
-// (float32 BLAS), the directions on the pool's threads; the gates are the reference's.
+// (float32 BLAS, its columns split among the pool's threads), one direction at a time; the gates
+// are the reference's.
 // DynamicQuantizeLSTM does ONNX Runtime's arithmetic: X (all steps at once) and H (all batch items
 // of a step at once) are quantized to uint8 with dynamic parameters, multiplied with the integer
 // weights exactly, and the sums scaled to float by a_scale * w_scale.
@@ -277,15 +278,22 @@ void write_outputs(KernelContext& ctx, const RnnResult& res) {
   }
 }
 
-// y [m, n] = a [m, k] times b [n, k] transposed (W and R rows as ONNX stores them).
-void products_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* y) {
-  blas_sgemm(false, true, m, n, k, 1.f, a, k, b, k, 0.f, y, n);
+// y [m, n] = a [m, k] times b [n, k] transposed (W and R rows as ONNX stores them), the n
+// columns split among the pool's threads in blocks of 64: each thread reads the same rows of b
+// at every step, which stay in its cache.
+void products_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* y,
+                 ThreadPool& pool) {
+  constexpr int64_t kColumns = 64;
+  pool.parallel_for(ceil_div(n, kColumns), [&](int64_t begin, int64_t end) {
+    const int64_t j0 = begin * kColumns, j1 = std::min(n, end * kColumns);
+    blas_sgemm(false, true, m, j1 - j0, k, 1.f, a, k, b + j0 * k, k, 0.f, y + j0, n);
+  });
 }
 
-// One direction of the fast path; writes its parts of res. The products are float32 BLAS;
-// the state and the gates are the reference's (rnn_step, in double).
+// One direction of the fast path; writes its parts of res. The products are float32 BLAS, on
+// the pool's threads; the state and the gates are the reference's (rnn_step, in double).
 void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& x, const float* w_all,
-                       const float* r_all, RnnResult& res) {
+                       const float* r_all, RnnResult& res, ThreadPool& pool) {
   const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
   const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
   auto length = [&](int64_t n) { return pb.lens.empty() ? S : pb.lens[size_t(n)]; };
@@ -293,7 +301,7 @@ void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>
   const double* b = pb.b.data() + d * 2 * rows;
   // xw[t * N + n] = W x for every step at once; hr = R h, one step at a time.
   std::vector<float> xw(size_t(S * N * rows)), hr(size_t(N * rows)), h_rows(size_t(N * H));
-  products_nt(S * N, rows, pb.input, x.data(), w_all + d * rows * pb.input, xw.data());
+  products_nt(S * N, rows, pb.input, x.data(), w_all + d * rows * pb.input, xw.data(), pool);
   std::vector<std::vector<double>> h(size_t(N), std::vector<double>(size_t(H), 0.0)), c = h;
   for (int64_t n = 0; n < N; n++) {
     if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, h[size_t(n)].begin());
@@ -304,7 +312,7 @@ void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>
   for (int64_t n = 0; n < N; n++) steps = std::max(steps, length(n));
   for (int64_t s = 0; s < steps; s++) {
     for (int64_t n = 0; n < N; n++) std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), h_rows.begin() + n * H);
-    products_nt(N, rows, H, h_rows.data(), r_all + d * rows * H, hr.data());
+    products_nt(N, rows, H, h_rows.data(), r_all + d * rows * H, hr.data(), pool);
     for (int64_t n = 0; n < N; n++) {
       if (s >= length(n)) continue;
       const int64_t t = reverse ? length(n) - 1 - s : s;
@@ -334,9 +342,10 @@ RnnResult run_rnn_f32(const RnnProblem& pb, const float* w, const float* r, Thre
   for (int64_t t = 0; t < S; t++)
     for (int64_t n = 0; n < N; n++)
       std::copy_n(pb.x.begin() + (pb.a.layout == 1 ? n * S + t : t * N + n) * I, I, x.begin() + (t * N + n) * I);
-  pool.parallel_for(nd, [&](int64_t begin, int64_t end) {
-    for (int64_t d = begin; d < end; d++) run_direction_f32(pb, d, x, w, r, res);
-  });
+  // The directions one after the other, each on every thread: two directions at once would need
+  // both R in cache (8 MiB for a bidirectional LSTM of 512), one at a time each thread keeps its
+  // rows of one.
+  for (int64_t d = 0; d < nd; d++) run_direction_f32(pb, d, x, w, r, res, pool);
   return res;
 }
 
