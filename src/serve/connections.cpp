@@ -123,8 +123,10 @@ class GuardedHttpServer::Stream : public httplib::Stream {
   bool timed_out() const { return timed_out_; }
   bool has_buffered() const { return begin_ < end_; }
 
+  // Within a request a stopped server still reads it whole (to its read timeout): stop() lets
+  // connections finish their request, and one cut off mid-body would be answered 400.
   bool is_readable() const override {
-    return has_buffered() || wait_for(sock_, POLLIN, read_deadline(), &server_.svr_sock_);
+    return has_buffered() || wait_for(sock_, POLLIN, read_deadline(), nullptr);
   }
   bool is_writable() const override {
     auto deadline = Clock::now() + std::chrono::seconds(server_.write_timeout_sec_) +
@@ -135,8 +137,8 @@ class GuardedHttpServer::Stream : public httplib::Stream {
   ssize_t read(char* ptr, size_t size) override {
     if (!has_buffered()) {
       auto deadline = read_deadline();
-      if (!wait_for(sock_, POLLIN, deadline, &server_.svr_sock_)) {
-        timed_out_ = t_timed_out = server_.svr_sock_ != INVALID_SOCKET && Clock::now() >= deadline;
+      if (!wait_for(sock_, POLLIN, deadline, nullptr)) {
+        timed_out_ = t_timed_out = Clock::now() >= deadline;
         return -1;
       }
       ssize_t n;

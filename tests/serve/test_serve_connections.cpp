@@ -139,6 +139,26 @@ TEST(ServeSlowClients, ConnectionsBeyondTheCapAreAnswered503) {
 
 // A request httplib cannot read whole leaves the rest of itself on the connection: the 400 says
 // Connection: close, so that a client does not send its next request after it.
+// A request whose body is still arriving when the server stops is read whole and answered (503:
+// shutting down), not cut off as malformed; the stop waits for it.
+TEST(ServeSlowClients, ARequestHalfSentWhenTheServerStopsIsAnswered) {
+  test::TestServer ts;
+  const std::string body = R"({"prompt": "dog"})";
+  int fd = stalled_connection(ts.port,
+                              "POST /v1/detect HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              "Content-Length: " +
+                                  std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server is reading the body
+  std::thread stop([&] { ts.server->shutdown(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the listener has closed
+  EXPECT_EQ(send(fd, body.data() + 5, body.size() - 5, MSG_NOSIGNAL), ssize_t(body.size() - 5));
+  std::string got = read_until_closed(fd, 5000);
+  stop.join();
+  close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got.substr(0, 300);
+  EXPECT_NE(got.find("shutting down"), std::string::npos) << got.substr(0, 300);
+}
+
 TEST(ServeSlowClients, MalformedRequestsCloseTheirConnection) {
   test::TestServer ts(serve::ServeOptions{});
   std::string body = "--b\r\nContent-Disposition: form-data; name=\"image\"\r\n\r\nno closing boundary";
