@@ -144,7 +144,7 @@ bool fold_affine_after(FusionGraph& g, size_t conv_index, FusionCounts& counts) 
   conv.outputs[0] = g.node(users[0]).outputs[0];
   g.remove(conv_index);
   g.replace(users[0], std::move(conv));
-  counts[mul ? "Conv+Mul" : "Conv+Add"]++;
+  counts[mul ? "Conv+Mul folded" : "Conv+Add folded"]++;
   return true;
 }
 
@@ -191,7 +191,7 @@ bool fold_affine_before(FusionGraph& g, size_t op_index, FusionCounts& counts) {
     conv.inputs[0] = x;
     g.remove(op_index);
     g.replace(conv_index, std::move(conv));
-    counts[mul ? "Mul+Conv" : "Add+Conv"]++;
+    counts[mul ? "Mul+Conv folded" : "Add+Conv folded"]++;
     return true;
   }
   return false;
