@@ -12,14 +12,6 @@ namespace vlrt {
 
 namespace {
 
-// The single-use producer of v when it is `op`; nullptr otherwise.
-Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index) {
-  int p = g.producer_index(v);
-  if (p < 0 || !g.single_use(v) || !is_op(&g.node(size_t(p)), op)) return nullptr;
-  *index = size_t(p);
-  return &g.node(size_t(p));
-}
-
 // v = x * c or x / c with a constant scalar c: multiplies scale by c (or 1 / c), returns x.
 std::string strip_scale(FusionGraph& g, const std::string& v, double& scale, std::vector<size_t>& nodes) {
   int p = g.producer_index(v);

@@ -42,22 +42,21 @@ void fuse_at(FusionGraph& g, size_t index, FusionCounts& counts) {
     nodes = {index, size_t(mul)};
   } else if (is_op(gate, "Clip") && gate.inputs.size() == 3) {
     if (g.scalar(gate.inputs[1]) != 0.0 || !near(g.scalar(gate.inputs[2]), 6.0)) return;
-    int add = g.producer_index(gate.inputs[0]);
-    if (add < 0 || !g.single_use(gate.inputs[0])) return;
-    const Node& sum = g.node(size_t(add));
-    for (int s = 0; s < 2 && x.empty(); s++)
-      if (is_op(sum, "Add") && sum.inputs.size() == 2 && near(g.scalar(sum.inputs[size_t(1 - s)]), 3.0))
-        x = sum.inputs[size_t(s)];
+    size_t add = 0;
+    const Node* sum = sole_producer(g, gate.inputs[0], "Add", &add);
+    for (int s = 0; sum && s < 2 && x.empty(); s++)
+      if (sum->inputs.size() == 2 && near(g.scalar(sum->inputs[size_t(1 - s)]), 3.0))
+        x = sum->inputs[size_t(s)];
     if (x.empty()) return;
     // x * Clip(..) / 6, or x * (Clip(..) / 6).
     if (int mul = product_with(g, gated, x); mul >= 0) {
       int div = sixth_of(g, g.node(size_t(mul)).outputs[0]);
       if (div < 0) return;
-      nodes = {size_t(add), index, size_t(mul), size_t(div)};
+      nodes = {add, index, size_t(mul), size_t(div)};
     } else if (int div = sixth_of(g, gated); div >= 0) {
       int product = product_with(g, g.node(size_t(div)).outputs[0], x);
       if (product < 0) return;
-      nodes = {size_t(add), index, size_t(div), size_t(product)};
+      nodes = {add, index, size_t(div), size_t(product)};
     } else {
       return;
     }

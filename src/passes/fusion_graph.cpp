@@ -271,6 +271,13 @@ Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* in
   return &g.node(users[0]);
 }
 
+Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index) {
+  int p = g.producer_index(v);
+  if (p < 0 || !g.single_use(v) || !is_op(&g.node(size_t(p)), op)) return nullptr;
+  *index = size_t(p);
+  return &g.node(size_t(p));
+}
+
 std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v) {
   std::vector<size_t> users = g.users(v);
   if (g.facts.dtype(v) != DType::f32 && g.facts.dtype(v) != DType::undefined) return std::nullopt;

@@ -118,6 +118,9 @@ std::string other_input(const Node& n, const std::string& v);
 // The only reader of v when it is op `op` and nothing else reads v (its index in *index);
 // nullptr otherwise.
 Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* index);
+// The producer of v when it is op `op` and v has no other reader (its index in *index); nullptr
+// otherwise.
+Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index);
 
 // The activation node that follows value v as its only user, fusable into a kernel's epilogue:
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft
