@@ -193,22 +193,32 @@ TEST(Recurrent, BadInputsSayWhatIsWrong) {
 
 // The float32 fast path (BLAS products, float gates) against the double reference loop
 // (VLRT_REFERENCE_KERNELS=1) on every kind, direction and layout, with sequence lengths, initial
-// states, peepholes and clip.
+// states, peepholes, clip, input_forget, and hidden sizes below, at and past a block of 8 units.
 TEST(Recurrent, FastPathMatchesTheReference) {
   struct Case {
     std::string op, direction;
     int64_t layout;
     bool lens, states, linear_before_reset;
+    int64_t hidden = 6;
+    bool input_forget = false;
   };
-  std::vector<Case> cases = {{"LSTM", "forward", 0, false, false, false},  {"LSTM", "bidirectional", 0, true, true, false},
-                             {"LSTM", "reverse", 1, true, true, false},    {"GRU", "bidirectional", 0, true, true, false},
-                             {"GRU", "reverse", 1, false, true, true},     {"GRU", "forward", 0, true, false, true},
-                             {"RNN", "bidirectional", 1, true, true, false}, {"RNN", "forward", 0, false, false, false}};
-  const int64_t S = 5, N = 3, I = 7, H = 6;
+  std::vector<Case> cases = {{"LSTM", "forward", 0, false, false, false},
+                             {"LSTM", "bidirectional", 0, true, true, false},
+                             {"LSTM", "reverse", 1, true, true, false},
+                             {"GRU", "bidirectional", 0, true, true, false},
+                             {"GRU", "reverse", 1, false, true, true},
+                             {"GRU", "forward", 0, true, false, true},
+                             {"RNN", "bidirectional", 1, true, true, false},
+                             {"RNN", "forward", 0, false, false, false},
+                             {"LSTM", "bidirectional", 1, true, true, false, 8, true},
+                             {"LSTM", "forward", 0, true, true, false, 37},
+                             {"GRU", "bidirectional", 0, false, true, true, 19}};
+  const int64_t S = 5, N = 3, I = 7;
   bool paths_differ = false;
   for (size_t i = 0; i < cases.size(); i++) {
     const Case& c = cases[i];
-    SCOPED_TRACE(cat(c.op, " ", c.direction, " layout ", c.layout));
+    SCOPED_TRACE(cat(c.op, " ", c.direction, " layout ", c.layout, " hidden ", c.hidden));
+    const int64_t H = c.hidden;
     const int64_t nd = c.direction == "bidirectional" ? 2 : 1, gates = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
     const uint32_t seed = uint32_t(10 * i);
     Tensor x = test::random_uniform(c.layout ? Shape{N, S, I} : Shape{S, N, I}, seed);
@@ -226,6 +236,7 @@ TEST(Recurrent, FastPathMatchesTheReference) {
                                            {"layout", attr_i(c.layout)}};
     if (c.op == "GRU") attrs["linear_before_reset"] = attr_i(c.linear_before_reset);
     if (i % 2) attrs["clip"] = attr_f(0.8f);
+    if (c.input_forget) attrs["input_forget"] = attr_i(1);
     size_t outputs = c.op == "LSTM" ? 3 : 2;
     std::vector<Tensor> fast = run_op(c.op, in, attrs, outputs, 14);
     setenv(kReferenceKernelsEnv, "1", 1);

@@ -1,18 +1,20 @@
 // Recurrent kernels: RNN, GRU, LSTM and com.microsoft.DynamicQuantizeLSTM. One reference loop,
 // in double, over directions, steps and the batch items still inside their sequence. Float32
 // RNN, GRU and LSTM also have a fast path (not under VLRT_REFERENCE_KERNELS=1): X's products with
-// W for every step in one matrix product, each step's H with R as one product over the batch
-// (float32 BLAS, its columns split among the pool's threads), one direction at a time; the gates
-// are the reference's.
+// W of every step and direction at once, then each step's H with R over the batch (float32 dot
+// products of rows, the rows split among the pool's threads), one direction at a time. An LSTM
+// with the default activations computes its gates in float32 too, each thread those of its own
+// hidden units; other gates are the reference's, in double.
 // DynamicQuantizeLSTM does ONNX Runtime's arithmetic: X (all steps at once) and H (all batch items
 // of a step at once) are quantized to uint8 with dynamic parameters, multiplied with the integer
 // weights exactly, and the sums scaled to float by a_scale * w_scale.
 #include <algorithm>
+#include <cstring>
 #include <optional>
 
 #include "backends/cpu/kernel.h"
-#include "backends/cpu/ops/blas.h"
 #include "backends/cpu/ops/quantization.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "core/reference_mode.h"
 #include "ops/recurrent_semantics.h"
@@ -278,46 +280,103 @@ void write_outputs(KernelContext& ctx, const RnnResult& res) {
   }
 }
 
-// y [m, n] = a [m, k] times b [n, k] transposed (W and R rows as ONNX stores them), the n
-// columns split among the pool's threads in blocks of 64: each thread reads the same rows of b
-// at every step, which stay in its cache.
-void products_nt(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* y,
-                 ThreadPool& pool) {
-  constexpr int64_t kColumns = 64;
-  pool.parallel_for(ceil_div(n, kColumns), [&](int64_t begin, int64_t end) {
-    const int64_t j0 = begin * kColumns, j1 = std::min(n, end * kColumns);
-    blas_sgemm(false, true, m, j1 - j0, k, 1.f, a, k, b + j0 * k, k, 0.f, y + j0, n);
-  });
+typedef float f32x8 __attribute__((vector_size(32)));
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
-// One direction of the fast path; writes its parts of res. The products are float32 BLAS, on
-// the pool's threads; the state and the gates are the reference's (rnn_step, in double).
-void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& x, const float* w_all,
-                       const float* r_all, RnnResult& res, ThreadPool& pool) {
+inline float lanes_sum(f32x8 v) { return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7])); }
+
+// Row g of r [*, k] times the rows n0 .. n0 + Items - 1 of h [*, k], rows g .. g + Rows - 1 at once:
+// y[n * ldy + g] = r[g, :] . h[n, :].
+template <int Rows, int Items>
+inline void dot_tile(const float* r, int64_t k, int64_t g, const float* h, int64_t n0, float* y,
+                     int64_t ldy) {
+  f32x8 acc[Rows][Items] = {};
+  const float* rg = r + g * k;
+  const float* hn = h + n0 * k;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    f32x8 hv[Items];
+    for (int b = 0; b < Items; b++) hv[b] = load8(hn + b * k + i);
+    for (int a = 0; a < Rows; a++) {
+      f32x8 rv = load8(rg + a * k + i);
+      asm("" : "+x"(rv));  // one load for every item: GCC would fold it into each multiply-add
+      for (int b = 0; b < Items; b++) acc[a][b] += rv * hv[b];
+    }
+  }
+  for (int a = 0; a < Rows; a++)
+    for (int b = 0; b < Items; b++) {
+      float s = lanes_sum(acc[a][b]);
+      for (int64_t e = i; e < k; e++) s += rg[a * k + e] * hn[b * k + e];
+      y[(n0 + b) * ldy + g + a] = s;
+    }
+}
+
+// y[n * ldy + g] = r[g, :] . h[n, :] for the rows g0 .. g1 of r [*, k] and the rows n of h [items, k]:
+// a step's recurrent products (one item per batch entry: each row of R read once, at the speed R
+// comes from the cache) and X's products with W (an item per step and batch entry).
+void rows_dot_rows(const float* r, int64_t k, int64_t g0, int64_t g1, const float* h, int64_t items, float* y,
+                   int64_t ldy) {
+  int64_t g = g0;
+  for (; g + 4 <= g1; g += 4) {
+    int64_t n = 0;
+    for (; n + 2 <= items; n += 2) dot_tile<4, 2>(r, k, g, h, n, y, ldy);
+    for (; n < items; n++) dot_tile<4, 1>(r, k, g, h, n, y, ldy);
+  }
+  for (; g < g1; g++)
+    for (int64_t n = 0; n < items; n++) dot_tile<1, 1>(r, k, g, h, n, y, ldy);
+}
+
+// The hidden units [j0, j1) of a step, split among the pool's threads in blocks of 8: the same
+// thread takes the same units at every step, so the rows of R it reads stay in its cache.
+template <class F>
+void for_unit_blocks(int64_t hidden, ThreadPool& pool, const F& fn) {
+  const int64_t block = std::max<int64_t>(8, ceil_div(ceil_div(hidden, pool.size()), 8) * 8);
+  pool.parallel_for(ceil_div(hidden, block),
+                    [&](int64_t begin, int64_t end) { fn(begin * block, std::min(hidden, end * block)); });
+}
+
+// Where the fast path's state of batch item n of direction d starts in Y_h and Y_c.
+int64_t state_offset(const RnnProblem& pb, int64_t d, int64_t n) {
+  return (pb.a.layout == 1 ? n * pb.a.num_directions + d : d * pb.batch + n) * pb.hidden;
+}
+
+int64_t sequence_length(const RnnProblem& pb, int64_t n) {
+  return pb.lens.empty() ? pb.seq : pb.lens[size_t(n)];
+}
+
+// One direction of the fast path for RNN and GRU; writes its parts of res. xw holds X's products
+// with W of every direction (row t * N + n, direction d at column d * rows); the recurrent products
+// are float32 on the pool's threads, the state and the gates the reference's (rnn_step, in double).
+void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& xw, const float* r_all,
+                       RnnResult& res, ThreadPool& pool) {
   const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
   const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
-  auto length = [&](int64_t n) { return pb.lens.empty() ? S : pb.lens[size_t(n)]; };
-  auto state_at = [&](int64_t n) { return (l1 ? n * nd + d : d * N + n) * H; };
   const double* b = pb.b.data() + d * 2 * rows;
-  // xw[t * N + n] = W x for every step at once; hr = R h, one step at a time.
-  std::vector<float> xw(size_t(S * N * rows)), hr(size_t(N * rows)), h_rows(size_t(N * H));
-  products_nt(S * N, rows, pb.input, x.data(), w_all + d * rows * pb.input, xw.data(), pool);
+  const float* r = r_all + d * rows * H;
+  std::vector<float> hr(size_t(N * rows)), h_rows(size_t(N * H));
   std::vector<std::vector<double>> h(size_t(N), std::vector<double>(size_t(H), 0.0)), c = h;
   for (int64_t n = 0; n < N; n++) {
-    if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, h[size_t(n)].begin());
-    if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at(n), H, c[size_t(n)].begin());
+    if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_offset(pb, d, n), H, h[size_t(n)].begin());
+    if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_offset(pb, d, n), H, c[size_t(n)].begin());
   }
   std::vector<double> xw_row(static_cast<size_t>(rows)), hr_row(static_cast<size_t>(rows));
   int64_t steps = 0;
-  for (int64_t n = 0; n < N; n++) steps = std::max(steps, length(n));
+  for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
   for (int64_t s = 0; s < steps; s++) {
     for (int64_t n = 0; n < N; n++) std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), h_rows.begin() + n * H);
-    products_nt(N, rows, H, h_rows.data(), r_all + d * rows * H, hr.data(), pool);
+    pool.parallel_for(ceil_div(rows, 64), [&](int64_t begin, int64_t end) {
+      rows_dot_rows(r, H, begin * 64, std::min(rows, end * 64), h_rows.data(), N, hr.data(), rows);
+    });
     for (int64_t n = 0; n < N; n++) {
-      if (s >= length(n)) continue;
-      const int64_t t = reverse ? length(n) - 1 - s : s;
+      if (s >= sequence_length(pb, n)) continue;
+      const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
       for (int64_t g = 0; g < rows; g++) {
-        xw_row[size_t(g)] = double(xw[size_t((t * N + n) * rows + g)]) + b[g];
+        xw_row[size_t(g)] = double(xw[size_t((t * N + n) * nd * rows + d * rows + g)]) + b[g];
         hr_row[size_t(g)] = double(hr[size_t(n * rows + g)]) + b[rows + g];
       }
       rnn_step(pb, d, xw_row, hr_row, h[size_t(n)], c[size_t(n)]);
@@ -326,9 +385,111 @@ void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>
     }
   }
   for (int64_t n = 0; n < N; n++) {
-    if (length(n) == 0) continue;  // as onnxruntime: no step, zero final state
-    std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), res.yh.begin() + state_at(n));
-    std::copy(c[size_t(n)].begin(), c[size_t(n)].end(), res.yc.begin() + state_at(n));
+    if (sequence_length(pb, n) == 0) continue;  // as onnxruntime: no step, zero final state
+    std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), res.yh.begin() + state_offset(pb, d, n));
+    std::copy(c[size_t(n)].begin(), c[size_t(n)].end(), res.yc.begin() + state_offset(pb, d, n));
+  }
+}
+
+// An LSTM whose gates the float32 path computes: the default activations (Sigmoid, Tanh, Tanh) in
+// every direction, and the vector row kernels present.
+bool float_lstm_gates(const RnnProblem& pb) {
+  if (pb.a.kind != RnnKind::lstm || !row_kernels_f32()) return false;
+  for (int64_t d = 0; d < pb.a.num_directions; d++) {
+    const RnnActivation* act = pb.a.activations.data() + d * 3;
+    if (act[0].kind != RnnActivationKind::sigmoid || act[1].kind != RnnActivationKind::tanh ||
+        act[2].kind != RnnActivationKind::tanh)
+      return false;
+  }
+  return true;
+}
+
+// The gates of LSTM units [0, u) of one batch item, all in float32: z holds the pre-activations
+// i, o, f, c (rows 0, H, 2H, 3H from z, each u long) without the peephole terms; c and h are
+// updated in place. p: the peepholes i, o, f of these units (rows 0, H, 2H), or nullptr.
+void lstm_gates_f32(const RnnProblem& pb, float* z, int64_t H, int64_t u, const float* p, float* c, float* h,
+                    const RowKernelsF32& rk) {
+  float *zi = z, *zo = z + H, *zf = z + 2 * H, *zg = z + 3 * H;
+  const float clip = pb.a.clip ? *pb.a.clip : 0.f;
+  auto clipped = [&](float* v) {
+    if (pb.a.clip) rk.unary(UnaryF32::clip, UnaryParams{-clip, clip}, v, v, u);
+  };
+  if (p)
+    for (int64_t j = 0; j < u; j++) zi[j] += p[j] * c[j], zf[j] += p[2 * H + j] * c[j];
+  clipped(zi);
+  clipped(zg);
+  rk.unary(UnaryF32::sigmoid, {}, zi, zi, u);
+  rk.unary(UnaryF32::tanh, {}, zg, zg, u);
+  if (pb.a.input_forget) {
+    for (int64_t j = 0; j < u; j++) zf[j] = 1.f - zi[j];
+  } else {
+    clipped(zf);
+    rk.unary(UnaryF32::sigmoid, {}, zf, zf, u);
+  }
+  for (int64_t j = 0; j < u; j++) c[j] = zf[j] * c[j] + zi[j] * zg[j];
+  if (p)
+    for (int64_t j = 0; j < u; j++) zo[j] += p[H + j] * c[j];
+  clipped(zo);
+  rk.unary(UnaryF32::sigmoid, {}, zo, zo, u);
+  rk.unary(UnaryF32::tanh, {}, c, h, u);
+  for (int64_t j = 0; j < u; j++) h[j] *= zo[j];
+}
+
+// One direction of an LSTM entirely in float32 (float_lstm_gates). Each thread takes a block of
+// hidden units at every step: their four gate rows of R . h, then their gates, writing their part
+// of the next h; the step ends when every block has.
+void run_lstm_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& xw, const float* r_all,
+                            RnnResult& res, ThreadPool& pool) {
+  const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = 4 * H;
+  const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
+  const float* r = r_all + d * rows * H;
+  const RowKernelsF32& rk = *row_kernels_f32();
+  std::vector<float> bias(static_cast<size_t>(rows)), peephole(static_cast<size_t>(3 * H));
+  for (int64_t g = 0; g < rows; g++)
+    bias[size_t(g)] = float(pb.b[size_t(d * 2 * rows + g)] + pb.b[size_t(d * 2 * rows + rows + g)]);
+  bool has_peephole = false;
+  for (int64_t j = 0; j < 3 * H; j++) {
+    peephole[size_t(j)] = float(pb.p[size_t(d * 3 * H + j)]);
+    has_peephole |= peephole[size_t(j)] != 0.f;
+  }
+  // h of the step before (read by every thread) and of this step (written by each for its units).
+  std::vector<float> h(size_t(N * H), 0.f), next(size_t(N * H), 0.f), c(size_t(N * H), 0.f);
+  std::vector<float> z(size_t(N * rows));
+  for (int64_t n = 0; n < N; n++) {
+    for (int64_t j = 0; j < H; j++) {
+      if (!pb.h0.empty()) h[size_t(n * H + j)] = float(pb.h0[size_t(state_offset(pb, d, n) + j)]);
+      if (!pb.c0.empty()) c[size_t(n * H + j)] = float(pb.c0[size_t(state_offset(pb, d, n) + j)]);
+    }
+  }
+  int64_t steps = 0;
+  for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
+  for (int64_t s = 0; s < steps; s++) {
+    for_unit_blocks(H, pool, [&](int64_t j0, int64_t j1) {
+      for (int64_t q = 0; q < 4; q++)
+        rows_dot_rows(r, H, q * H + j0, q * H + j1, h.data(), N, z.data(), rows);
+      for (int64_t n = 0; n < N; n++) {
+        if (s >= sequence_length(pb, n)) continue;
+        const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
+        const float* xn = xw.data() + (t * N + n) * nd * rows + d * rows;
+        float* zn = z.data() + n * rows;
+        for (int64_t q = 0; q < 4; q++)
+          for (int64_t j = q * H + j0; j < q * H + j1; j++) zn[j] += xn[j] + bias[size_t(j)];
+        lstm_gates_f32(pb, zn + j0, H, j1 - j0, has_peephole ? peephole.data() + j0 : nullptr,
+                       c.data() + n * H + j0, next.data() + n * H + j0, rk);
+      }
+    });
+    for (int64_t n = 0; n < N; n++) {
+      if (s >= sequence_length(pb, n)) continue;  // a finished item keeps its last state
+      const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
+      std::copy_n(next.begin() + n * H, H, h.begin() + n * H);
+      std::copy_n(h.begin() + n * H, H,
+                  res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+    }
+  }
+  for (int64_t n = 0; n < N; n++) {
+    if (sequence_length(pb, n) == 0) continue;  // as onnxruntime: no step, zero final state
+    std::copy_n(h.begin() + n * H, H, res.yh.begin() + state_offset(pb, d, n));
+    std::copy_n(c.begin() + n * H, H, res.yc.begin() + state_offset(pb, d, n));
   }
 }
 
@@ -342,10 +503,22 @@ RnnResult run_rnn_f32(const RnnProblem& pb, const float* w, const float* r, Thre
   for (int64_t t = 0; t < S; t++)
     for (int64_t n = 0; n < N; n++)
       std::copy_n(pb.x.begin() + (pb.a.layout == 1 ? n * S + t : t * N + n) * I, I, x.begin() + (t * N + n) * I);
+  // X's products with W of every direction in one product: W stacks the directions' rows.
+  const int64_t rows = pb.gates * H;
+  std::vector<float> xw(size_t(S * N * nd * rows));
+  pool.parallel_for(ceil_div(nd * rows, 64), [&](int64_t begin, int64_t end) {
+    rows_dot_rows(w, I, begin * 64, std::min(nd * rows, end * 64), x.data(), S * N, xw.data(), nd * rows);
+  });
   // The directions one after the other, each on every thread: two directions at once would need
   // both R in cache (8 MiB for a bidirectional LSTM of 512), one at a time each thread keeps its
   // rows of one.
-  for (int64_t d = 0; d < nd; d++) run_direction_f32(pb, d, x, w, r, res, pool);
+  const bool float_gates = float_lstm_gates(pb);
+  for (int64_t d = 0; d < nd; d++) {
+    if (float_gates)
+      run_lstm_direction_f32(pb, d, xw, r, res, pool);
+    else
+      run_direction_f32(pb, d, xw, r, res, pool);
+  }
   return res;
 }
 
