@@ -113,6 +113,32 @@ def make_loop_nested_if():
                                "x": np.array([2, 0.5, -1], np.float32)})
 
 
+def make_if_outer_weights():
+    # The branches multiply by weights of the main graph (initializers W and b), one of them from an
+    # If nested in the else-branch: bodies take the enclosing graph's weights as their constants.
+    inner_then, inner_else = if_graphs([h.make_node("MatMul", ["x", "W"], ["p"]), h.make_node("Neg", ["p"], ["n"])],
+                                       [vi("n", F, [4, 24])], [h.make_node("Identity", ["x24"], ["z"])],
+                                       [vi("z", F, [4, 24])])
+    then_g, else_g = if_graphs([h.make_node("MatMul", ["x", "W"], ["m"]), h.make_node("Add", ["m", "b"], ["t"])],
+                               [vi("t", F, [4, 24])],
+                               [h.make_node("Not", ["c"], ["nc"]),
+                                h.make_node("If", ["nc"], ["e"], name="inner_if", then_branch=inner_then,
+                                            else_branch=inner_else)],
+                               [vi("e", F, [4, 24])])
+    nodes = [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+             h.make_node("Greater", ["s", "zero"], ["c"]),
+             h.make_node("If", ["c"], ["y"], name="if_weights", then_branch=then_g, else_branch=else_g)]
+    rng = np.random.default_rng(3)
+    weights = [const("zero", np.float32(0)), const("W", rng.uniform(-1, 1, (16, 24)).astype(np.float32)),
+               const("b", rng.uniform(-1, 1, 24).astype(np.float32)), const("x24", np.zeros((4, 24), np.float32))]
+    g = h.make_graph(nodes, "if_outer_weights", [vi("x", F, [4, 16])], [vi("y", F, [4, 24])], initializer=weights)
+    x = rng.uniform(0, 1, (4, 16)).astype(np.float32)
+    save("if_outer_weights", g, {"x": x})
+    g = h.make_graph(nodes, "if_outer_weights_else", [vi("x", F, [4, 16])], [vi("y", F, [4, 24])],
+                     initializer=weights)
+    save("if_outer_weights_else", g, {"x": -x})
+
+
 def make_scan():
     # One state (sum), two scan inputs: a along axis 0 forward, b along axis 1 reversed;
     # out0 along axis 0 forward, out1 along axis 1 reversed.
@@ -155,5 +181,6 @@ if __name__ == "__main__":
     make_if_data("if_data_else", False)
     make_loop()
     make_loop_nested_if()
+    make_if_outer_weights()
     make_scan()
     make_errors()

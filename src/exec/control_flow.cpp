@@ -72,8 +72,13 @@ int64_t normalized(int64_t axis, size_t rank, const char* what) {
 }  // namespace
 
 ControlFlowRunner::ControlFlowRunner(const Model& parent, const Node& node, int threads,
-                                     int64_t max_loop_iterations)
-    : parent_(parent), node_(node), threads_(threads), max_loop_iterations_(max_loop_iterations) {}
+                                     int64_t max_loop_iterations, std::shared_ptr<Backend> host)
+    : parent_(parent),
+      node_(node),
+      threads_(threads),
+      max_loop_iterations_(max_loop_iterations),
+      host_(std::move(host)),
+      implicit_(implicit_inputs(node)) {}
 
 ControlFlowRunner::~ControlFlowRunner() = default;
 
@@ -88,13 +93,24 @@ ControlFlowRunner::Body& ControlFlowRunner::body(const std::string& attr) {
   child.graph = sub;
   Body b;
   for (auto& in : sub.inputs) b.formal.push_back(in.name);
-  b.outer = outer_scope_reads(sub);
-  for (auto& name : b.outer) child.graph.inputs.push_back(ValueDecl{name, DType::undefined, false, {}});
+  // The enclosing graph's weights are the body's too: constants it folds and prepares (packed
+  // weights) once, not inputs of every call. Other enclosing values are inputs.
+  for (auto& name : outer_scope_reads(sub)) {
+    auto weight = parent_.graph.initializers.find(name);
+    if (weight != parent_.graph.initializers.end() && weight->second.is_tensor() &&
+        weight->second.defined()) {
+      child.graph.initializers[name] = weight->second;
+      continue;
+    }
+    b.outer.push_back(name);
+    child.graph.inputs.push_back(ValueDecl{name, DType::undefined, false, {}});
+  }
   b.outputs = sub.outputs;
   SessionOptions options;
   options.threads = threads_;
   options.max_loop_iterations = max_loop_iterations_;
   options.check_declared_shapes = false;  // loop-carried values may change shape
+  options.host_backend = host_;
   b.session = std::make_unique<Session>(std::move(child), options);
   return bodies_[attr] = std::move(b);
 }
@@ -115,13 +131,12 @@ std::vector<Tensor> ControlFlowRunner::call(Body& b, const std::vector<Tensor>& 
 }
 
 std::vector<Tensor> ControlFlowRunner::run(const std::vector<const Tensor*>& inputs) {
-  std::vector<std::string> implicit = implicit_inputs(node_);
   size_t explicit_count = node_.inputs.size();
-  VLRT_CHECK(inputs.size() == explicit_count + implicit.size(), "internal error: ", node_.label(), " got ",
-             inputs.size(), " inputs, expected ", explicit_count + implicit.size());
+  VLRT_CHECK(inputs.size() == explicit_count + implicit_.size(), "internal error: ", node_.label(), " got ",
+             inputs.size(), " inputs, expected ", explicit_count + implicit_.size());
   inputs_.assign(inputs.begin(), inputs.begin() + std::ptrdiff_t(explicit_count));
   outer_values_.clear();
-  for (size_t i = 0; i < implicit.size(); i++) outer_values_[implicit[i]] = inputs[explicit_count + i];
+  for (size_t i = 0; i < implicit_.size(); i++) outer_values_[implicit_[i]] = inputs[explicit_count + i];
   if (node_.op_type == "If") return run_if();
   if (node_.op_type == "Loop") return run_loop();
   if (node_.op_type == "Scan") return run_scan();

@@ -13,6 +13,7 @@
 
 namespace vlrt {
 
+class Backend;
 class Session;
 
 // A Loop runs at most this many iterations unless a session allows more (--max-loop-iterations):
@@ -23,8 +24,9 @@ inline constexpr int64_t kDefaultMaxLoopIterations = 1'000'000;
 
 class ControlFlowRunner {
  public:
-  // max_loop_iterations: 0 for no limit.
-  ControlFlowRunner(const Model& parent, const Node& node, int threads, int64_t max_loop_iterations);
+  // max_loop_iterations: 0 for no limit. The bodies run on `host`, the enclosing session's host backend.
+  ControlFlowRunner(const Model& parent, const Node& node, int threads, int64_t max_loop_iterations,
+                    std::shared_ptr<Backend> host);
   ~ControlFlowRunner();
 
   // `inputs`: the node's inputs (nullptr: omitted), then the values of implicit_inputs(node)
@@ -50,6 +52,8 @@ class ControlFlowRunner {
   const Node& node_;
   int threads_;
   int64_t max_loop_iterations_;
+  std::shared_ptr<Backend> host_;
+  std::vector<std::string> implicit_;   // implicit_inputs(node), found once: a walk of every subgraph
   std::map<std::string, Body> bodies_;  // by attribute name
   std::map<std::string, const Tensor*> outer_values_;  // the run in progress: implicit input values
   std::vector<const Tensor*> inputs_;                  // the run in progress: the node's inputs

@@ -16,8 +16,11 @@ void check_on_device(const Node& node, const Device& device, const std::vector<c
   }
 }
 
-Executor::Executor(const Model& model, int threads, int64_t max_loop_iterations)
-    : model_(model), threads_(threads), max_loop_iterations_(max_loop_iterations) {}
+Executor::Executor(const Model& model, int threads, int64_t max_loop_iterations,
+                   std::shared_ptr<Backend> host)
+    : model_(model), threads_(threads), max_loop_iterations_(max_loop_iterations) {
+  if (host) backends_[Device{}.str()] = std::move(host);
+}
 
 Executor::~Executor() = default;
 
@@ -244,7 +247,11 @@ void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepa
     if (s.inputs[i] >= 0) ins[i] = &slot_value(prepared, s.inputs[i]);
   check_on_device(node, s.device, ins);
   auto& runner = control_flow_[s.node];
-  if (!runner) runner = std::make_unique<ControlFlowRunner>(model_, node, threads_, max_loop_iterations_);
+  if (!runner) {
+    backend(Device{});
+    runner = std::make_unique<ControlFlowRunner>(model_, node, threads_, max_loop_iterations_,
+                                                 backends_.at(Device{}.str()));
+  }
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Tensor> outs;
   try {

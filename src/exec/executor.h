@@ -47,7 +47,10 @@ using ValueObserver = std::function<void(const Node& node, const std::string& va
 
 class Executor {
  public:
-  Executor(const Model& model, int threads, int64_t max_loop_iterations);
+  // host: the backend of the host device (Device{}) when it is shared with another session; nullptr:
+  // the executor makes its own.
+  Executor(const Model& model, int threads, int64_t max_loop_iterations,
+           std::shared_ptr<Backend> host = nullptr);
   ~Executor();
 
   // Puts the plan's constants on their devices and prepares each node's state; the

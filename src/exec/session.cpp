@@ -21,7 +21,7 @@ std::map<std::string, std::pair<DType, Shape>> signature_of(const TensorMap& inp
 Session::Session(Model model, SessionOptions options)
     : model_(std::move(model)),
       options_(std::move(options)),
-      executor_(model_, options_.threads, options_.max_loop_iterations),
+      executor_(model_, options_.threads, options_.max_loop_iterations, options_.host_backend),
       branch_cache_(options_.branch_cache_entries) {
   for (auto& name : options_.cached_inputs) {
     std::string names;

@@ -48,6 +48,9 @@ struct SessionOptions {
   // fp16 / bf16: weights and every value a top-level node makes are rounded to that type,
   // kernels compute in float32 (core/precision.h). CPU devices only.
   Precision precision = Precision::fp32;
+  // The host backend to run on instead of one of its own: a control-flow body's session runs on
+  // the enclosing session's, and so on its thread pool, not on more threads beside it.
+  std::shared_ptr<Backend> host_backend;
 };
 
 class Session {

@@ -67,6 +67,28 @@ TEST(ControlFlow, IfOnDataReadsOuterScope) {
   expect_matches_reference("if_data_else");
 }
 
+size_t thread_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] auto& entry : std::filesystem::directory_iterator("/proc/self/task")) n++;
+  return n;
+}
+
+// The branches read the main graph's weights (one from an If nested in a branch): the bodies take
+// them as constants of their own. Every body runs on the enclosing session's thread pool: a
+// session of 2 threads starts one thread, however many bodies there are.
+TEST(ControlFlow, BodiesReadEnclosingWeightsOnTheEnclosingPool) {
+  const size_t before = thread_count();
+  expect_matches_reference("if_outer_weights");
+  expect_matches_reference("if_outer_weights_else");
+  EXPECT_EQ(thread_count(), before) << "a session's threads end with it";
+  Model m = load_onnx(fixture("if_outer_weights_else.onnx"));
+  SessionOptions options;
+  options.threads = 2;
+  Session s(std::move(m), options);
+  s.run({{"x", read_npy(fixture("if_outer_weights_else.in_x.npy"))}});
+  EXPECT_EQ(thread_count(), before + 1) << "the pool's one worker, and none for the two bodies";
+}
+
 TEST(ControlFlow, LoopWithCarriedValuesScanOutputsAndEarlyExit) { expect_matches_reference("loop"); }
 
 // A model's trip count is outside input: past the session's limit a loop without a condition is
