@@ -59,6 +59,17 @@ void use_threads(int threads) {
   if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
 }
 
+// A primitive of fewer multiply-adds runs on the calling thread alone: waking OpenMP's team and
+// waiting for it costs more than the other threads save (a voice detector's 1-D convolutions).
+constexpr int64_t kParallelMacs = 1 << 19;
+
+void use_threads_for(int64_t macs, int threads) { use_threads(macs < kParallelMacs ? 1 : threads); }
+
+int64_t element_count(const memory::desc& d) {
+  int64_t n = 1;
+  for (int64_t v : d.dims()) n *= v;
+  return n;
+}
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
@@ -460,7 +471,8 @@ class ConvKernel : public PreparedKernel {
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
-    use_threads(pool.size());
+    // Every output element takes one weight per input channel of its group and kernel position.
+    use_threads_for(element_count(plan_.y) * (element_count(plan_.w) / plan_.y.dims()[1]), pool.size());
     dnnl::stream& s = thread_stream();
     memory x = wrap(plan_.x, in[0]);
     memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
@@ -523,7 +535,7 @@ class MatMulKernel : public PreparedKernel {
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
-    use_threads(pool.size());
+    use_threads_for(element_count(plan_.y) * plan_.a.dims().back(), pool.size());
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));

@@ -331,13 +331,26 @@ void rows_dot_rows(const float* r, int64_t k, int64_t g0, int64_t g1, const floa
     for (int64_t n = 0; n < items; n++) dot_tile<1, 1>(r, k, g, h, n, y, ldy);
 }
 
-// The hidden units [j0, j1) of a step, split among the pool's threads in blocks of 8: the same
-// thread takes the same units at every step, so the rows of R it reads stay in its cache.
+// Products of fewer multiply-adds run on the calling thread alone: handing them to the pool costs
+// more than the other threads save (a voice detector's LSTM of 128 units).
+constexpr int64_t kSplitMacs = 1 << 17;
+
+// fn(g0, g1) over the rows [0, rows) in blocks of `block`, split among the pool's threads when the
+// rows' products take `macs` multiply-adds or more.
 template <class F>
-void for_unit_blocks(int64_t hidden, ThreadPool& pool, const F& fn) {
-  const int64_t block = std::max<int64_t>(8, ceil_div(ceil_div(hidden, pool.size()), 8) * 8);
-  pool.parallel_for(ceil_div(hidden, block),
-                    [&](int64_t begin, int64_t end) { fn(begin * block, std::min(hidden, end * block)); });
+void for_row_blocks(int64_t rows, int64_t block, int64_t macs, ThreadPool& pool, const F& fn) {
+  const int64_t blocks = ceil_div(rows, block);
+  pool.parallel_for(
+      blocks, [&](int64_t begin, int64_t end) { fn(begin * block, std::min(rows, end * block)); },
+      macs < kSplitMacs ? blocks : 1);
+}
+
+// The hidden units [j0, j1) of a step, one block of whole vectors per thread: the same thread takes
+// the same units at every step, so the rows of R it reads stay in its cache.
+template <class F>
+void for_unit_blocks(int64_t hidden, int64_t macs, ThreadPool& pool, const F& fn) {
+  for_row_blocks(hidden, std::max<int64_t>(8, ceil_div(ceil_div(hidden, pool.size()), 8) * 8), macs, pool,
+                 fn);
 }
 
 // Where the fast path's state of batch item n of direction d starts in Y_h and Y_c.
@@ -369,8 +382,8 @@ void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>
   for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
   for (int64_t s = 0; s < steps; s++) {
     for (int64_t n = 0; n < N; n++) std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), h_rows.begin() + n * H);
-    pool.parallel_for(ceil_div(rows, 64), [&](int64_t begin, int64_t end) {
-      rows_dot_rows(r, H, begin * 64, std::min(rows, end * 64), h_rows.data(), N, hr.data(), rows);
+    for_row_blocks(rows, 64, rows * H * N, pool, [&](int64_t g0, int64_t g1) {
+      rows_dot_rows(r, H, g0, g1, h_rows.data(), N, hr.data(), rows);
     });
     for (int64_t n = 0; n < N; n++) {
       if (s >= sequence_length(pb, n)) continue;
@@ -464,7 +477,7 @@ void run_lstm_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<f
   int64_t steps = 0;
   for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
   for (int64_t s = 0; s < steps; s++) {
-    for_unit_blocks(H, pool, [&](int64_t j0, int64_t j1) {
+    for_unit_blocks(H, rows * H * N, pool, [&](int64_t j0, int64_t j1) {
       for (int64_t q = 0; q < 4; q++)
         rows_dot_rows(r, H, q * H + j0, q * H + j1, h.data(), N, z.data(), rows);
       for (int64_t n = 0; n < N; n++) {
@@ -506,8 +519,8 @@ RnnResult run_rnn_f32(const RnnProblem& pb, const float* w, const float* r, Thre
   // X's products with W of every direction in one product: W stacks the directions' rows.
   const int64_t rows = pb.gates * H;
   std::vector<float> xw(size_t(S * N * nd * rows));
-  pool.parallel_for(ceil_div(nd * rows, 64), [&](int64_t begin, int64_t end) {
-    rows_dot_rows(w, I, begin * 64, std::min(nd * rows, end * 64), x.data(), S * N, xw.data(), nd * rows);
+  for_row_blocks(nd * rows, 64, nd * rows * I * S * N, pool, [&](int64_t g0, int64_t g1) {
+    rows_dot_rows(w, I, g0, g1, x.data(), S * N, xw.data(), nd * rows);
   });
   // The directions one after the other, each on every thread: two directions at once would need
   // both R in cache (8 MiB for a bidirectional LSTM of 512), one at a time each thread keeps its
