@@ -111,6 +111,11 @@ int Session::threads() const {
 }
 
 void Session::check_inputs(const TensorMap& inputs) const {
+  check_input_kinds(inputs);
+  check_input_shapes(signature_of(inputs));
+}
+
+void Session::check_input_kinds(const TensorMap& inputs) const {
   // A sequence or an optional where a tensor is declared, or the reverse; an optional
   // input may be given its element directly.
   for (auto& d : model_.graph.inputs) {
@@ -124,17 +129,18 @@ void Session::check_inputs(const TensorMap& inputs) const {
       fail("input '", d.name, "' is a ", value_kind_name(given), " (", it->second.describe(),
            ") but the model expects ", d.describe());
   }
-  check_input_shapes(signature_of(inputs));
 }
 
 void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const {
   const auto& declared = model_.graph.inputs;
-  std::string expected_names;
-  for (auto& d : declared) expected_names += (expected_names.empty() ? "" : ", ") + d.name + ": " + d.describe();
   for (auto& [name, t] : inputs) {
     bool found = false;
     for (auto& d : declared) found = found || d.name == name;
-    if (!found) fail("unknown input '", name, "'; the model's inputs are ", expected_names);
+    if (found) continue;
+    std::string expected_names;
+    for (auto& d : declared)
+      expected_names += (expected_names.empty() ? "" : ", ") + d.name + ": " + d.describe();
+    fail("unknown input '", name, "'; the model's inputs are ", expected_names);
   }
   auto first_warning = [this](const std::string& symbol) {
     std::lock_guard<std::mutex> lock(warned_mutex_);
@@ -145,9 +151,9 @@ void Session::check_input_shapes(const std::map<std::string, std::pair<DType, Sh
     auto it = inputs.find(d.name);
     if (it == inputs.end()) fail("missing input '", d.name, "' (expected ", d.describe(), ")");
     auto& [dtype, shape] = it->second;
-    std::string given = cat(dtype_name(dtype), shape_str(shape));
     if (d.dtype != DType::undefined && dtype != d.dtype)
-      fail("input '", d.name, "' is ", given, " but the model expects ", d.describe());
+      fail("input '", d.name, "' is ", dtype_name(dtype), shape_str(shape), " but the model expects ",
+           d.describe());
     if (!d.has_shape || !options_.check_declared_shapes || d.kind != ValueKind::tensor) continue;
     if (shape.size() != d.dims.size())
       fail("input '", d.name, "' has shape ", shape_str(shape), " (rank ", shape.size(), ") but the model expects ",
@@ -231,7 +237,7 @@ const Plan& Session::plan(const std::map<std::string, std::pair<DType, Shape>>& 
 }
 
 TensorMap Session::run(const TensorMap& inputs) {
-  check_inputs(inputs);
+  check_input_kinds(inputs);  // the shapes are checked with each new signature, in prepare()
   std::map<std::string, ValueKind> kinds;
   for (auto& [name, t] : inputs)
     if (!t.is_tensor()) kinds[name] = t.kind();

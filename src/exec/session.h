@@ -72,6 +72,8 @@ class Session {
   void check_inputs(const TensorMap& inputs) const;
   // Same check for shapes alone (planning without data).
   void check_input_shapes(const std::map<std::string, std::pair<DType, Shape>>& inputs) const;
+  // Same check for kinds alone: a sequence or an optional where a tensor is declared, or the reverse.
+  void check_input_kinds(const TensorMap& inputs) const;
 
   // Shapes, folded values and the plan for inputs of these dtypes and shapes (cached).
   const InferredGraph& infer(const std::map<std::string, std::pair<DType, Shape>>& inputs);
