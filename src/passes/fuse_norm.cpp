@@ -187,8 +187,29 @@ void fuse_erf_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
   counts["Gelu subgraph (erf)"]++;
 }
 
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), anchored on the Tanh node; x^3 as Pow(x, 3)
-// or x * x * x.
+// Whether v is a product of x's and scalar constants through Muls read by nothing else (and Pow(x,
+// 3)): adds the number of x factors to `xs`, multiplies the constants into `scale` and appends the
+// nodes. Exporters write 0.044715 x^3 as 0.044715 * Pow(x, 3), 0.044715 * (x * x * x) or
+// x * (x * (0.044715 * x)).
+bool product_of_x(FusionGraph& g, const std::string& v, const std::string& x, int& xs, double& scale,
+                  std::vector<size_t>& nodes) {
+  if (v == x) return ++xs, true;
+  if (std::optional<double> c = g.scalar(v)) return scale *= *c, true;
+  int p = g.producer_index(v);
+  if (p < 0 || !g.single_use(v) || nodes.size() > 8) return false;
+  Node& n = g.node(size_t(p));
+  if (is_op(&n, "Pow") && n.inputs[0] == x && near(g.scalar(n.inputs[1]), 3.0)) {
+    nodes.push_back(size_t(p));
+    return xs += 3, true;
+  }
+  if (!is_op(&n, "Mul") || n.inputs.size() != 2) return false;
+  nodes.push_back(size_t(p));
+  return product_of_x(g, n.inputs[0], x, xs, scale, nodes) &&
+         product_of_x(g, n.inputs[1], x, xs, scale, nodes);
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), anchored on the Tanh node; x^3 in any of
+// product_of_x's spellings.
 void fuse_tanh_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
   Node& tanh = g.node(index);
   int p = g.producer_index(tanh.inputs[0]);
@@ -205,27 +226,12 @@ void fuse_tanh_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
   // One operand is x, the other 0.044715 * x^3.
   for (int s = 0; s < 2; s++) {
     std::string x = sum.inputs[size_t(s)], cubic = sum.inputs[size_t(1 - s)];
-    int c = g.producer_index(cubic);
-    if (c < 0 || !g.single_use(cubic) || !is_op(&g.node(size_t(c)), "Mul")) continue;
-    Node& scale = g.node(size_t(c));
-    std::string cube;
-    for (int t = 0; t < 2; t++)
-      if (near(g.scalar(scale.inputs[size_t(t)]), 0.044715)) cube = scale.inputs[size_t(1 - t)];
-    int k = cube.empty() ? -1 : g.producer_index(cube);
-    if (k < 0 || !g.single_use(cube)) continue;
-    Node& power = g.node(size_t(k));
-    std::vector<size_t> cube_nodes = {size_t(c), size_t(k)};
-    bool is_cube = is_op(&power, "Pow") && power.inputs[0] == x && near(g.scalar(power.inputs[1]), 3.0);
-    if (!is_cube && is_op(&power, "Mul")) {
-      std::string sq = other_input(power, x);
-      int m = sq.empty() ? -1 : g.producer_index(sq);
-      is_cube = m >= 0 && g.single_use(sq) && is_op(&g.node(size_t(m)), "Mul") &&
-                g.node(size_t(m)).inputs[0] == x && g.node(size_t(m)).inputs[1] == x;
-      if (is_cube) cube_nodes.push_back(size_t(m));
-    }
-    if (!is_cube || g.facts.dtype(x) != DType::f32) continue;
     std::vector<size_t> all = nodes;
-    all.insert(all.end(), cube_nodes.begin(), cube_nodes.end());
+    int xs = 0;
+    double scale = 1;
+    if (g.facts.dtype(x) != DType::f32 || g.scalar(x) || !product_of_x(g, cubic, x, xs, scale, all) ||
+        xs != 3 || !near(scale, 0.044715) || all.size() == nodes.size())
+      continue;
     std::string a = one_plus(g, tanh.outputs[0], all);
     std::string y = a.empty() ? "" : half_x_times(g, a, x, all);
     if (y.empty()) return;

@@ -82,23 +82,25 @@ void expect_matches_reference(const std::vector<Case>& cases) {
 TEST(CpuDirectConv, MatchesTheReferenceOnAwkwardShapes) {
   if (cpu_isa() < CpuIsa::avx2) GTEST_SKIP() << "the direct convolution needs AVX2";
   std::vector<Case> cases = {
-      {1, 16, 32, 5, 4, 1, 1, 1, 1, {0, 0, 0, 0}, 8},     // 1x1: the image as one row
-      {2, 20, 24, 11, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 8},   // one row of 121 pixels: two chunks
-      {1, 24, 20, 9, 7, 1, 1, 2, 1, {0, 0, 0, 0}, 8},     // 1x1 stride 2; 3 output blocks
-      {3, 17, 33, 9, 8, 3, 3, 2, 1, {1, 1, 1, 1}, 8},     // 3x3 stride 2, batch 3
-      {1, 3, 16, 15, 13, 7, 7, 2, 1, {3, 3, 3, 3}, 0},    // a stem: 7x7 stride 2 from plain X
-      {1, 8, 7, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 8},       // 7x7 image (rows of 4 + 3), 7 channels
-      {2, 9, 16, 10, 9, 3, 3, 1, 2, {2, 2, 2, 2}, 8},     // dilation 2
-      {1, 5, 12, 6, 11, 5, 3, 1, 1, {2, 0, 1, 2}, 0},     // 5x3, asymmetric padding, plain X
-      {1, 8, 8, 4, 130, 1, 3, 1, 1, {0, 1, 0, 1}, 8},     // rows of 130: two chunks
-      {1, 16, 16, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 8},     // one pixel, all taps but one in the padding
-      {1, 3, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 8},      // 3 channels in blocks: depth steps of 3
-      {2, 19, 21, 10, 9, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 0}, // plain Y and Z
-      {1, 16, 24, 6, 6, 1, 1, 1, 1, {0, 0, 0, 0}, 8, 0, 8},  // plain Y, blocked Z: the last of a region
-      {1, 3, 13, 17, 12, 7, 7, 2, 1, {3, 3, 3, 3}, 0, 0, 0}, // all plain: a stem before a pooling
-      {1, 12, 8, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 0},   // blocked Y, plain Z
-      {1, 300, 20, 4, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 8},       // a depth of 38 steps: two depth blocks
-      {1, 40, 24, 6, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 8},  // 45 steps, plain Y
+      {1, 16, 32, 5, 4, 1, 1, 1, 1, {0, 0, 0, 0}, 8},         // 1x1: the image as one row
+      {2, 20, 24, 11, 11, 1, 1, 1, 1, {0, 0, 0, 0}, 8},       // one row of 121 pixels: two chunks
+      {1, 24, 20, 9, 7, 1, 1, 2, 1, {0, 0, 0, 0}, 8},         // 1x1 stride 2; 3 output blocks
+      {3, 17, 33, 9, 8, 3, 3, 2, 1, {1, 1, 1, 1}, 8},         // 3x3 stride 2, batch 3
+      {1, 3, 16, 15, 13, 7, 7, 2, 1, {3, 3, 3, 3}, 0},        // a stem: 7x7 stride 2 from plain X
+      {1, 8, 7, 7, 7, 3, 3, 1, 1, {1, 1, 1, 1}, 8},           // 7x7 image (rows of 4 + 3), 7 channels
+      {2, 9, 16, 10, 9, 3, 3, 1, 2, {2, 2, 2, 2}, 8},         // dilation 2
+      {1, 5, 12, 6, 11, 5, 3, 1, 1, {2, 0, 1, 2}, 0},         // 5x3, asymmetric padding, plain X
+      {1, 8, 8, 4, 130, 1, 3, 1, 1, {0, 1, 0, 1}, 8},         // rows of 130: two chunks
+      {1, 16, 16, 1, 1, 3, 3, 1, 1, {1, 1, 1, 1}, 8},         // one pixel, all taps but one in the padding
+      {1, 3, 16, 9, 9, 3, 3, 1, 1, {1, 1, 1, 1}, 8},          // 3 channels in blocks: depth steps of 3
+      {2, 19, 21, 10, 9, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 0},  // plain Y and Z
+      {1, 16, 24, 6, 6, 1, 1, 1, 1, {0, 0, 0, 0}, 8, 0, 8},   // plain Y, blocked Z: the last of a region
+      {1, 3, 13, 17, 12, 7, 7, 2, 1, {3, 3, 3, 3}, 0, 0, 0},  // all plain: a stem before a pooling
+      {1, 12, 8, 5, 5, 3, 3, 1, 1, {1, 1, 1, 1}, 8, 8, 0},    // blocked Y, plain Z
+      {1, 300, 20, 4, 5, 1, 1, 1, 1, {0, 0, 0, 0}, 8},        // a depth of 38 steps: two depth blocks
+      {1, 40, 24, 6, 5, 3, 3, 2, 1, {1, 1, 1, 1}, 8, 0, 8},   // 45 steps, plain Y
+      {2, 13, 20, 37, 1, 5, 1, 1, 1, {2, 0, 2, 0}, 8},        // a column (1-D, as [L, 1]): run as a row
+      {1, 9, 17, 30, 1, 3, 1, 2, 2, {1, 0, 0, 0}, 0, 0, 0},   // a column with stride and dilation, all plain
   };
   expect_matches_reference(cases);
 }

@@ -405,17 +405,29 @@ TEST(Fusion, LayerNormalizationSubgraphBecomesOneNode) {
   EXPECT_EQ(c.ops["LayerNormalization"], 1);
 }
 
+// 0.044715 x^3 as exporters write it: 0.044715 * Pow(x, 3), 0.044715 * (x * x * x), and jax's
+// x * (x * (0.044715 * x)); x^2 or x^4 in its place is not Gelu and stays as it is.
 TEST(Fusion, TanhGeluSubgraphBecomesFastGelu) {
-  Builder b;
-  std::string x = b.input("x", {2, 37});
-  std::string cube = b.node("Pow", {x, b.constant(scalar(3.f))});
-  std::string inner = b.node("Add", {x, b.node("Mul", {cube, b.constant(scalar(0.044715f))})});
-  std::string t = b.node("Tanh", {b.node("Mul", {inner, b.constant(scalar(0.7978845608028654f))})});
-  std::string a = b.node("Add", {t, b.constant(scalar(1.f))});
-  b.output(b.node("Mul", {b.node("Mul", {x, b.constant(scalar(0.5f))}), a}));
-  Compared c = run_both(b.m, {{"x", random_uniform({2, 37}, 3, -4, 4)}});
-  EXPECT_EQ(report_of(c), "1 FastGelu subgraph (tanh)");
-  EXPECT_EQ(c.ops["com.microsoft.FastGelu"], 1);
+  for (int spelling = 0; spelling < 5; spelling++) {
+    SCOPED_TRACE(spelling);
+    Builder b;
+    std::string x = b.input("x", {2, 37});
+    std::string c = b.constant(scalar(0.044715f)), cubic;
+    if (spelling == 0) cubic = b.node("Mul", {b.node("Pow", {x, b.constant(scalar(3.f))}), c});
+    if (spelling == 1) cubic = b.node("Mul", {c, b.node("Mul", {b.node("Mul", {x, x}), x})});
+    if (spelling == 2) cubic = b.node("Mul", {x, b.node("Mul", {x, b.node("Mul", {c, x})})});
+    if (spelling == 3) cubic = b.node("Mul", {x, b.node("Mul", {c, x})});  // x^2
+    if (spelling == 4)
+      cubic = b.node("Mul", {x, b.node("Mul", {x, b.node("Mul", {x, b.node("Mul", {c, x})})})});
+    std::string inner = b.node("Add", {x, cubic});
+    std::string t = b.node("Tanh", {b.node("Mul", {inner, b.constant(scalar(0.7978845608028654f))})});
+    std::string a = b.node("Add", {t, b.constant(scalar(1.f))});
+    b.output(b.node("Mul", {b.node("Mul", {x, b.constant(scalar(0.5f))}), a}));
+    Compared r = run_both(b.m, {{"x", random_uniform({2, 37}, 3, -4, 4)}});
+    const bool gelu = spelling < 3;
+    EXPECT_EQ(report_of(r), gelu ? "1 FastGelu subgraph (tanh)" : "nothing");
+    EXPECT_EQ(r.ops["com.microsoft.FastGelu"], gelu ? 1 : 0);
+  }
 }
 
 // ---- Attention ----------------------------------------------------------------------------

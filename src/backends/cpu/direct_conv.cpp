@@ -63,6 +63,13 @@ std::optional<Plan> plan_direct(const Node& node, int64_t opset, const std::vect
   if (b && !(is_f32(b) && shape_numel(b->shape) == out_channels)) return std::nullopt;
   if (z && !(is_f32(z) && z->shape == (blocks.sum ? channel_blocked_shape(ys, 8) : ys))) return std::nullopt;
   ConvGeometry cg = conv_geometry(node, xs, w->shape, ys, false);  // 2-D: axes 1 and 2
+  // A column (a 1-D convolution exported as [length, 1]) runs as a row: it lies the same in memory
+  // in either layout, and the kernel's tiles take pixels along a row.
+  if (xs[3] == 1 && ys[3] == 1 && cg.k[2] == 1 && cg.pad[2] == 0) {
+    std::swap(xs[2], xs[3]);
+    std::swap(ys[2], ys[3]);
+    for (int64_t* v : {cg.in, cg.out, cg.k, cg.stride, cg.dil, cg.pad}) std::swap(v[1], v[2]);
+  }
   Plan p;
   p.depthwise = depthwise;
   p.weight = depthwise ? DType::f32 : w->dtype;  // the depthwise filters (few) are widened

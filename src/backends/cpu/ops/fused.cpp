@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/ops/blas.h"
+#include "backends/cpu/row_kernels.h"
 #include "backends/cpu/vector_math.h"
 #include "ops/fused_semantics.h"
 #include "ops/shape_util.h"
@@ -118,11 +120,47 @@ void epilogue_span(float* y, const float* bias, const float* z, int64_t n, const
   }
 }
 
+// The row kernels' form of an activation (full vector width), if they have one.
+std::optional<std::pair<UnaryF32, UnaryParams>> row_form(const FusedActivation& a) {
+  switch (a.kind) {
+    case FusedActivation::relu:
+      return std::pair{UnaryF32::relu, UnaryParams{}};
+    case FusedActivation::leaky_relu:
+      return std::pair{UnaryF32::leaky_relu, UnaryParams{a.alpha}};
+    case FusedActivation::clip:
+      return std::pair{UnaryF32::clip, UnaryParams{a.alpha, a.beta}};
+    case FusedActivation::hard_sigmoid:
+      return std::pair{UnaryF32::hard_sigmoid, UnaryParams{a.alpha, a.beta}};
+    case FusedActivation::hard_swish:
+      return std::pair{UnaryF32::hard_swish, UnaryParams{}};
+    case FusedActivation::sigmoid:
+      return std::pair{UnaryF32::sigmoid, UnaryParams{}};
+    case FusedActivation::tanh:
+      return std::pair{UnaryF32::tanh, UnaryParams{}};
+    case FusedActivation::gelu:
+      return std::pair{UnaryF32::gelu, UnaryParams{}};
+    case FusedActivation::fast_gelu:
+      return std::pair{UnaryF32::gelu_tanh, UnaryParams{}};
+    default:
+      return std::nullopt;
+  }
+}
+
 void epilogue_f32(ThreadPool& pool, const FusedActivation& act, Tensor& y, const Tensor* bias, const Tensor* z) {
   float* py = y.data<float>();
   const float* pb = bias ? bias->data<float>() : nullptr;
   const float* pz = z ? z->data<float>() : nullptr;
   int64_t n = y.numel();
+  const RowKernelsF32* rows = row_kernels_f32();
+  if (!pb && !pz && rows) {  // the activation alone (a Gelu node): the row kernel, all lanes
+    if (auto form = row_form(act)) {
+      pool.parallel_for(
+          n,
+          [&](int64_t lo, int64_t hi) { rows->unary(form->first, form->second, py + lo, py + lo, hi - lo); },
+          1 << 13);
+      return;
+    }
+  }
   with_vector_activation(act, [&](const auto& f) {
     if (!pb) {
       pool.parallel_for(n, [&](int64_t lo, int64_t hi) { epilogue_span(py + lo, nullptr, pz ? pz + lo : nullptr, hi - lo, f); },
