@@ -8,10 +8,13 @@
 // vlrt.FromChannelBlocks back to its original name. A convolution reading a plain input takes it
 // as it is (its kernel converts it), so no conversion node enters a region.
 //
-// A chain of elementwise ops by a one-element constant (Mul, Add, Sub, Div: a model's scalar
-// affine between two convolutions) computes every value on its own, so it runs on the blocks as
-// they are and stays inside the region, where the channels fill whole blocks (in a partial last
-// block the constant would turn the zero padding channels into something else).
+// Some ops run on the blocks as they are and stay inside a region, where the channels fill whole
+// blocks: an elementwise op by a one-element constant (Mul, Add, Sub, Div: a model's scalar affine
+// between two convolutions; in a partial last block the constant would turn the zero padding
+// channels into something else), and Split and Concat along the channels (YOLO's C2f blocks), which
+// become the same op along the axis of blocks. Such an op is blocked when a value it makes is
+// wanted in blocks by a convolution, directly or through other such ops; its inputs are then
+// wanted in blocks too.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -62,6 +65,24 @@ std::optional<size_t> scalar_op_slot(FusionGraph& g, size_t i, const std::string
   return std::nullopt;
 }
 
+// The channel axis of a rank-4 Split or Concat, as attribute `axis` gives it: whether it is axis 1.
+bool along_channels(const Node& n) {
+  int64_t axis = n.attr_int("axis", 0);
+  return axis == 1 || axis == -3;
+}
+
+// The channel counts of Split n's outputs when its input has `channels`; empty when not known.
+std::vector<int64_t> split_sizes(FusionGraph& g, const Node& n, int64_t channels) {
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    const Tensor* sizes = g.constant(n.inputs[1]);
+    if (!sizes || sizes->numel() != int64_t(n.outputs.size())) return {};
+    return sizes->to_int64_vector();
+  }
+  const int64_t parts = int64_t(n.outputs.size());
+  if (parts == 0 || channels % parts != 0) return {};  // uneven parts: the last is smaller
+  return std::vector<int64_t>(size_t(parts), channels / parts);
+}
+
 }  // namespace
 
 void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
@@ -74,46 +95,90 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
     const Node& n = g.node(reader);
     return conv_set.count(reader) && (n.inputs[0] == v || (n.inputs.size() > 3 && n.inputs[3] == v));
   };
-  // The blocked values: outputs of eligible convolutions read as an activation by another one,
-  // directly or through a chain of scalar ops (whose values are blocked too).
-  std::unordered_map<std::string, std::string> blocked_name;  // plain name -> blocked name
+  // The values that can be made in blocks, with their channel counts: every convolution's output,
+  // and the outputs of the ops that run on whole blocks of such values.
   std::unordered_map<std::string, int64_t> channels;
-  std::unordered_map<size_t, size_t> chain_slot;  // a chain's node -> the slot reading the blocks
-  for (size_t i : convs) {
-    const std::string& y = g.node(i).outputs[0];
-    const int64_t c = weights(g, g.node(i))->dim(0);
-    std::vector<std::pair<size_t, size_t>> chain;  // node, slot
-    std::string end = y;
-    while (c % block == 0 && g.single_use(end)) {
-      size_t u = g.users(end)[0];
-      std::optional<size_t> slot = scalar_op_slot(g, u, end);
-      if (!slot) break;
-      chain.emplace_back(u, *slot);
-      end = g.node(u).outputs[0];
-    }
-    std::vector<size_t> readers = g.users(end);
-    if (std::none_of(readers.begin(), readers.end(), [&](size_t u) { return reads_activation(u, end); }))
-      continue;
-    blocked_name[y] = g.unique_name(cat(y, "_c", block));
-    channels[y] = c;
-    for (auto& [u, slot] : chain) {
-      const std::string& v = g.node(u).outputs[0];
-      blocked_name[v] = g.unique_name(cat(v, "_c", block));
-      channels[v] = c;
-      chain_slot[u] = slot;
+  for (size_t i : convs) channels[g.node(i).outputs[0]] = weights(g, g.node(i))->dim(0);
+  auto whole_blocks = [&](const std::string& v) {
+    auto it = channels.find(v);
+    return it != channels.end() && it->second % block == 0;
+  };
+  struct RegionOp {
+    std::vector<size_t> slots;  // the inputs read in blocks
+  };
+  std::unordered_map<size_t, RegionOp> region_ops;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t i = 0; i < g.size(); i++) {
+      if (!g.alive(i) || region_ops.count(i) || conv_set.count(i)) continue;
+      const Node& n = g.node(i);
+      RegionOp op;
+      std::vector<int64_t> out_channels;
+      if (is_op(n, "Split") && along_channels(n) && whole_blocks(n.inputs[0])) {
+        out_channels = split_sizes(g, n, channels[n.inputs[0]]);
+        int64_t sum = 0;
+        for (int64_t c : out_channels) sum += c;
+        if (out_channels.empty() || sum != channels[n.inputs[0]] ||
+            std::any_of(out_channels.begin(), out_channels.end(), [&](int64_t c) { return c % block != 0; }))
+          continue;
+        op.slots = {0};
+      } else if (is_op(n, "Concat") && along_channels(n) && !n.inputs.empty() && n.outputs.size() == 1) {
+        int64_t sum = 0;
+        bool all = true;
+        for (auto& in : n.inputs) all = all && whole_blocks(in), sum += all ? channels[in] : 0;
+        if (!all) continue;
+        for (size_t k = 0; k < n.inputs.size(); k++) op.slots.push_back(k);
+        out_channels = {sum};
+      } else {
+        std::optional<size_t> slot;
+        for (const std::string& in : n.inputs)
+          if (!slot && whole_blocks(in)) slot = scalar_op_slot(g, i, in);
+        if (!slot) continue;
+        op.slots = {*slot};
+        out_channels = {channels[n.inputs[*slot]]};
+      }
+      for (size_t k = 0; k < n.outputs.size(); k++) channels[n.outputs[k]] = out_channels[k];
+      region_ops[i] = op;
+      grew = true;
     }
   }
-  if (blocked_name.empty()) return;
+  // The blocked values: those a convolution reads as an activation, and back from there through
+  // the region ops that make them (all of whose outputs are then made in blocks).
+  std::unordered_set<std::string> blocked_values;
+  std::vector<std::string> work;
+  for (auto& [v, c] : channels) {
+    std::vector<size_t> readers = g.users(v);
+    if (std::any_of(readers.begin(), readers.end(), [&](size_t u) { return reads_activation(u, v); }))
+      work.push_back(v);
+  }
+  std::unordered_set<size_t> blocked_ops;
+  while (!work.empty()) {
+    std::string v = work.back();
+    work.pop_back();
+    if (!blocked_values.insert(v).second) continue;
+    int p = g.producer_index(v);
+    if (p < 0 || !region_ops.count(size_t(p)) || !blocked_ops.insert(size_t(p)).second) continue;
+    const Node& n = g.node(size_t(p));
+    for (auto& out : n.outputs) work.push_back(out);
+    for (size_t k : region_ops[size_t(p)].slots) work.push_back(n.inputs[k]);
+  }
+  if (blocked_values.empty()) return;
+  std::unordered_map<std::string, std::string> blocked_name;  // plain name -> blocked name
+  for (auto& v : blocked_values) blocked_name[v] = g.unique_name(cat(v, "_c", block));
+  // Whether node u reads v (through slot k) in blocks.
+  auto reads_blocks = [&](size_t u, size_t k) {
+    if (conv_set.count(u)) return k == 0 || k == 3;
+    if (!blocked_ops.count(u)) return false;
+    const std::vector<size_t>& slots = region_ops[u].slots;
+    return std::find(slots.begin(), slots.end(), k) != slots.end();
+  };
   std::vector<Node> conversions;
   for (auto& [plain, blocked] : blocked_name) {
     bool plain_reader = g.pinned(plain);
     for (size_t u : g.users(plain)) {
       const Node& n = g.node(u);
-      auto chain = chain_slot.find(u);
       for (size_t k = 0; k < n.inputs.size(); k++)
-        if (n.inputs[k] == plain && !(conv_set.count(u) && (k == 0 || k == 3)) &&
-            !(chain != chain_slot.end() && chain->second == k))
-          plain_reader = true;
+        plain_reader |= n.inputs[k] == plain && !reads_blocks(u, k);
     }
     if (!plain_reader) continue;
     Node back;
@@ -151,12 +216,27 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
     g.replace(i, std::move(n));
     g.remove_if_unread(w);
   }
-  for (auto& [u, slot] : chain_slot) {
+  for (size_t u : blocked_ops) {
     Node n = g.node(u);
-    n.inputs[slot] = blocked_name.at(n.inputs[slot]);
-    n.outputs[0] = blocked_name.at(n.outputs[0]);
-    counts[cat(n.op_type, " by a scalar in blocks of ", block, " channels")]++;
+    for (size_t k : region_ops[u].slots) blocked_as(n.inputs[k]);
+    for (auto& out : n.outputs) blocked_as(out);
+    std::string old_sizes;
+    if (is_op(n, "Split") || is_op(n, "Concat")) {
+      // [N, C / block, H, W, block]: the same op along the axis of blocks, in whole blocks.
+      n.attrs["axis"] = int_attribute(1);
+      if (is_op(n, "Split") && n.inputs.size() > 1 && !n.inputs[1].empty()) {
+        std::vector<int64_t> sizes = g.constant(n.inputs[1])->to_int64_vector();
+        for (int64_t& c : sizes) c /= block;
+        old_sizes = n.inputs[1];
+        n.inputs[1] = g.add_constant(cat(n.name, "_blocks"),
+                                     Tensor::from_vector<int64_t>(sizes, {int64_t(sizes.size())}));
+      }
+      counts[cat(n.op_type, " in blocks of ", block, " channels")]++;
+    } else {
+      counts[cat(n.op_type, " by a scalar in blocks of ", block, " channels")]++;
+    }
     g.replace(u, std::move(n));
+    if (!old_sizes.empty()) g.remove_if_unread(old_sizes);
   }
   for (Node& n : conversions) g.add(std::move(n));
   if (!conversions.empty()) counts["conversion from blocks"] += conversions.size();

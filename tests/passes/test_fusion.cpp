@@ -577,6 +577,63 @@ TEST(Fusion, ScalarOpsBetweenConvolutionsStayBlocked) {
   EXPECT_EQ(c.ops["Conv"], 1);
 }
 
+// Split along the channels into parts of `sizes` (a constant input), or into `parts` equal ones.
+std::vector<std::string> split_channels(Builder& b, const std::string& x, std::vector<int64_t> sizes,
+                                        int parts, int64_t axis = 1) {
+  Node n;
+  n.name = "Split" + std::to_string(b.next);
+  n.op_type = "Split";
+  n.inputs = {x};
+  if (!sizes.empty())
+    n.inputs.push_back(b.constant(test::i64(sizes, {int64_t(sizes.size())})));
+  else
+    n.attrs["num_outputs"] = attr_i(parts);
+  n.attrs["axis"] = attr_i(axis);
+  for (int k = 0; k < (sizes.empty() ? parts : int(sizes.size())); k++)
+    n.outputs.push_back("v" + std::to_string(b.next) + "_" + std::to_string(k));
+  b.next++;
+  b.m.graph.nodes.push_back(n);
+  return n.outputs;
+}
+
+// YOLO's C2f block: a convolution split along the channels, convolutions on a part, all parts
+// concatenated into the next convolution. Split and Concat run on the blocks (along the axis of
+// blocks) where every part fills whole blocks; a part the graph returns is converted back. A split
+// into parts off the blocks stays plain.
+TEST(Fusion, SplitAndConcatBetweenConvolutionsStayBlocked) {
+  int64_t block = CpuBackend(0, 1).conv_channel_block();
+  if (block == 0) GTEST_SKIP() << "the CPU backend has no blocked layout here";
+  Attrs pad = {{"pads", attr_ints({1, 1, 1, 1})}};
+  for (int variant = 0; variant < 3; variant++) {
+    SCOPED_TRACE(variant);
+    Builder b;
+    std::string x = b.input("x", {2, 5, 9, 7});
+    std::string y =
+        b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({4 * block, 5, 3, 3}, 1))}, pad)});
+    std::vector<std::string> parts = variant == 0   ? split_channels(b, y, {block, 3 * block}, 0)
+                                     : variant == 1 ? split_channels(b, y, {}, 2, -3)
+                                                    : split_channels(b, y, {block + 3, 3 * block - 3}, 0);
+    const int64_t second = variant == 0 ? 3 * block : variant == 1 ? 2 * block : 3 * block - 3;
+    std::string t = b.node("Conv", {parts[1], b.constant(random_uniform({block, second, 3, 3}, 2))}, pad);
+    std::string cat_v = b.node("Concat", {parts[0], parts[1], t}, {{"axis", attr_i(variant == 1 ? -3 : 1)}});
+    b.output(b.node("Conv", {cat_v, b.constant(random_uniform({6, 5 * block, 1, 1}, 3))}));
+    b.output(parts[0]);
+    Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 4)}}, {}, 1e-4);
+    std::string r = report_of(c);
+    if (variant < 2) {
+      EXPECT_NE(r.find(cat("1 Concat in blocks of ", block, " channels, 3 Conv in blocks of ", block,
+                           " channels, 1 Split in blocks of ", block, " channels, 1 conversion from blocks")),
+                std::string::npos)
+          << r;
+      EXPECT_EQ(c.ops["vlrt.BlockedConv"], 3);
+      EXPECT_EQ(c.ops["vlrt.FromChannelBlocks"], 1);
+    } else {
+      EXPECT_EQ(r.find("Split in blocks"), std::string::npos) << r;
+      EXPECT_EQ(r.find("Concat in blocks"), std::string::npos) << r;
+    }
+  }
+}
+
 // A convolution whose neighbours are not convolutions stays as it was.
 TEST(Fusion, ALoneConvolutionIsNotBlocked) {
   Builder b;
