@@ -304,7 +304,9 @@ inline void dot_tile(const float* r, int64_t k, int64_t g, const float* h, int64
     for (int b = 0; b < Items; b++) hv[b] = load8(hn + b * k + i);
     for (int a = 0; a < Rows; a++) {
       f32x8 rv = load8(rg + a * k + i);
+#if defined(__x86_64__)
       asm("" : "+x"(rv));  // one load for every item: GCC would fold it into each multiply-add
+#endif
       for (int b = 0; b < Items; b++) acc[a][b] += rv * hv[b];
     }
   }
