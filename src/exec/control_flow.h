@@ -1,6 +1,8 @@
 // Runs the subgraphs of If, Loop, Scan and SequenceMap on the host: each subgraph is a model of its
 // own (a child Session: canonicalized and folded once, planned per input signature)
-// whose inputs are the subgraph's formal inputs and the outer-scope values it reads.
+// whose inputs are the subgraph's formal inputs and the outer-scope values it reads, but for the
+// enclosing graph's initializers, which are its own; it runs on the enclosing session's host
+// backend and thread pool.
 #pragma once
 
 #include <cstdint>
