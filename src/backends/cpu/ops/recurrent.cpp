@@ -52,6 +52,36 @@ double clipped(const RnnProblem& pb, double v) {
   return pb.a.clip ? std::clamp(v, -double(*pb.a.clip), double(*pb.a.clip)) : v;
 }
 
+// The steps of batch item n: its sequence_lens entry, or the whole sequence.
+int64_t sequence_length(const RnnProblem& pb, int64_t n) {
+  return pb.lens.empty() ? pb.seq : pb.lens[size_t(n)];
+}
+
+// The most steps any batch item takes.
+int64_t longest_sequence(const RnnProblem& pb) {
+  int64_t steps = 0;
+  for (int64_t n = 0; n < pb.batch; n++) steps = std::max(steps, sequence_length(pb, n));
+  return steps;
+}
+
+// The time that step s of direction d reads and writes for batch item n: the reverse direction
+// runs from the end of the item's sequence.
+int64_t time_of_step(const RnnProblem& pb, int64_t d, int64_t n, int64_t s) {
+  const bool reverse = pb.a.direction == "reverse" || d == 1;
+  return reverse ? sequence_length(pb, n) - 1 - s : s;
+}
+
+// Where the state of batch item n of direction d starts in initial_h, initial_c, Y_h and Y_c.
+int64_t state_offset(const RnnProblem& pb, int64_t d, int64_t n) {
+  return (pb.a.layout == 1 ? n * pb.a.num_directions + d : d * pb.batch + n) * pb.hidden;
+}
+
+// Where the output of batch item n of direction d at time t starts in Y.
+int64_t output_offset(const RnnProblem& pb, int64_t d, int64_t n, int64_t t) {
+  const int64_t nd = pb.a.num_directions;
+  return (pb.a.layout == 1 ? (n * pb.seq + t) * nd + d : (t * nd + d) * pb.batch + n) * pb.hidden;
+}
+
 // out[g] = W[g] . x + R[g] . h + Wb[g] + Rb[g] for every row g of one direction.
 void gate_inputs(const RnnProblem& pb, int64_t d, const double* x, const double* h, std::vector<double>& xw,
                  std::vector<double>& hr) {
@@ -171,9 +201,9 @@ struct DirectionState {
 void step_gate_inputs(const RnnProblem& pb, int64_t d, int64_t s, const DirectionState& st,
                       std::vector<std::vector<double>>& xw, std::vector<std::vector<double>>& hr) {
   const int64_t N = pb.batch, rows = pb.gates * pb.hidden;
-  const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
-  auto length = [&](int64_t n) { return pb.lens.empty() ? pb.seq : pb.lens[size_t(n)]; };
-  auto time_of = [&](int64_t n) { return reverse ? length(n) - 1 - s : s; };
+  const bool l1 = pb.a.layout == 1;
+  auto length = [&](int64_t n) { return sequence_length(pb, n); };
+  auto time_of = [&](int64_t n) { return time_of_step(pb, d, n, s); };
   if (!pb.qr) {
     for (int64_t n = 0; n < N; n++)
       if (s < length(n))
@@ -200,10 +230,7 @@ void step_gate_inputs(const RnnProblem& pb, int64_t d, int64_t s, const Directio
 
 RnnResult run_rnn(const RnnProblem& pb) {
   const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
-  const bool l1 = pb.a.layout == 1;
-  auto length = [&](int64_t n) { return pb.lens.empty() ? S : pb.lens[size_t(n)]; };
-  int64_t steps = 0;
-  for (int64_t n = 0; n < N; n++) steps = std::max(steps, length(n));
+  const int64_t steps = longest_sequence(pb);
   RnnResult res;
   res.y.assign(size_t(S * nd * N * H), 0.0);
   res.yh.assign(size_t(nd * N * H), 0.0);
@@ -211,30 +238,27 @@ RnnResult run_rnn(const RnnProblem& pb) {
   std::vector<std::vector<double>> xw(static_cast<size_t>(N), std::vector<double>(static_cast<size_t>(rows)));
   std::vector<std::vector<double>> hr = xw;
   for (int64_t d = 0; d < nd; d++) {
-    const bool reverse = pb.a.direction == "reverse" || d == 1;
-    auto state_at = [&](int64_t n) { return (l1 ? n * nd + d : d * N + n) * H; };
     DirectionState st;
     st.h.assign(size_t(N), std::vector<double>(size_t(H), 0.0));
     st.c = st.h;
     for (int64_t n = 0; n < N; n++) {
-      if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_at(n), H, st.h[size_t(n)].begin());
-      if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_at(n), H, st.c[size_t(n)].begin());
+      if (!pb.h0.empty()) std::copy_n(pb.h0.begin() + state_offset(pb, d, n), H, st.h[size_t(n)].begin());
+      if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_offset(pb, d, n), H, st.c[size_t(n)].begin());
     }
     if (pb.qw) st.x_products = quantized_products(*pb.qw, d, input_rows(pb, steps), steps * N);
     for (int64_t s = 0; s < steps; s++) {
       step_gate_inputs(pb, d, s, st, xw, hr);
       for (int64_t n = 0; n < N; n++) {
-        if (s >= length(n)) continue;
-        const int64_t t = reverse ? length(n) - 1 - s : s;
+        if (s >= sequence_length(pb, n)) continue;
         rnn_step(pb, d, xw[size_t(n)], hr[size_t(n)], st.h[size_t(n)], st.c[size_t(n)]);
         std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(),
-                  res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+                  res.y.begin() + output_offset(pb, d, n, time_of_step(pb, d, n, s)));
       }
     }
     for (int64_t n = 0; n < N; n++) {
-      if (length(n) == 0) continue;  // as onnxruntime: no step, zero final state
-      std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), res.yh.begin() + state_at(n));
-      std::copy(st.c[size_t(n)].begin(), st.c[size_t(n)].end(), res.yc.begin() + state_at(n));
+      if (sequence_length(pb, n) == 0) continue;  // as onnxruntime: no step, zero final state
+      std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), res.yh.begin() + state_offset(pb, d, n));
+      std::copy(st.c[size_t(n)].begin(), st.c[size_t(n)].end(), res.yc.begin() + state_offset(pb, d, n));
     }
   }
   return res;
@@ -355,22 +379,12 @@ void for_unit_blocks(int64_t hidden, int64_t macs, ThreadPool& pool, const F& fn
                  fn);
 }
 
-// Where the fast path's state of batch item n of direction d starts in Y_h and Y_c.
-int64_t state_offset(const RnnProblem& pb, int64_t d, int64_t n) {
-  return (pb.a.layout == 1 ? n * pb.a.num_directions + d : d * pb.batch + n) * pb.hidden;
-}
-
-int64_t sequence_length(const RnnProblem& pb, int64_t n) {
-  return pb.lens.empty() ? pb.seq : pb.lens[size_t(n)];
-}
-
 // One direction of the fast path for RNN and GRU; writes its parts of res. xw holds X's products
 // with W of every direction (row t * N + n, direction d at column d * rows); the recurrent products
 // are float32 on the pool's threads, the state and the gates the reference's (rnn_step, in double).
 void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& xw, const float* r_all,
                        RnnResult& res, ThreadPool& pool) {
-  const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
-  const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
+  const int64_t nd = pb.a.num_directions, N = pb.batch, H = pb.hidden, rows = pb.gates * H;
   const double* b = pb.b.data() + d * 2 * rows;
   const float* r = r_all + d * rows * H;
   std::vector<float> hr(size_t(N * rows)), h_rows(size_t(N * H));
@@ -380,23 +394,20 @@ void run_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>
     if (!pb.c0.empty()) std::copy_n(pb.c0.begin() + state_offset(pb, d, n), H, c[size_t(n)].begin());
   }
   std::vector<double> xw_row(static_cast<size_t>(rows)), hr_row(static_cast<size_t>(rows));
-  int64_t steps = 0;
-  for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
-  for (int64_t s = 0; s < steps; s++) {
+  for (int64_t s = 0, steps = longest_sequence(pb); s < steps; s++) {
     for (int64_t n = 0; n < N; n++) std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), h_rows.begin() + n * H);
     for_row_blocks(rows, 64, rows * H * N, pool, [&](int64_t g0, int64_t g1) {
       rows_dot_rows(r, H, g0, g1, h_rows.data(), N, hr.data(), rows);
     });
     for (int64_t n = 0; n < N; n++) {
       if (s >= sequence_length(pb, n)) continue;
-      const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
+      const int64_t t = time_of_step(pb, d, n, s);
       for (int64_t g = 0; g < rows; g++) {
         xw_row[size_t(g)] = double(xw[size_t((t * N + n) * nd * rows + d * rows + g)]) + b[g];
         hr_row[size_t(g)] = double(hr[size_t(n * rows + g)]) + b[rows + g];
       }
       rnn_step(pb, d, xw_row, hr_row, h[size_t(n)], c[size_t(n)]);
-      std::copy(h[size_t(n)].begin(), h[size_t(n)].end(),
-                res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+      std::copy(h[size_t(n)].begin(), h[size_t(n)].end(), res.y.begin() + output_offset(pb, d, n, t));
     }
   }
   for (int64_t n = 0; n < N; n++) {
@@ -455,8 +466,7 @@ void lstm_gates_f32(const RnnProblem& pb, float* z, int64_t H, int64_t u, const 
 // of the next h; the step ends when every block has.
 void run_lstm_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<float>& xw, const float* r_all,
                             RnnResult& res, ThreadPool& pool) {
-  const int64_t nd = pb.a.num_directions, S = pb.seq, N = pb.batch, H = pb.hidden, rows = 4 * H;
-  const bool reverse = pb.a.direction == "reverse" || d == 1, l1 = pb.a.layout == 1;
+  const int64_t nd = pb.a.num_directions, N = pb.batch, H = pb.hidden, rows = 4 * H;
   const float* r = r_all + d * rows * H;
   const RowKernelsF32& rk = *row_kernels_f32();
   std::vector<float> bias(static_cast<size_t>(rows)), peephole(static_cast<size_t>(3 * H));
@@ -476,16 +486,13 @@ void run_lstm_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<f
       if (!pb.c0.empty()) c[size_t(n * H + j)] = float(pb.c0[size_t(state_offset(pb, d, n) + j)]);
     }
   }
-  int64_t steps = 0;
-  for (int64_t n = 0; n < N; n++) steps = std::max(steps, sequence_length(pb, n));
-  for (int64_t s = 0; s < steps; s++) {
+  for (int64_t s = 0, steps = longest_sequence(pb); s < steps; s++) {
     for_unit_blocks(H, rows * H * N, pool, [&](int64_t j0, int64_t j1) {
       for (int64_t q = 0; q < 4; q++)
         rows_dot_rows(r, H, q * H + j0, q * H + j1, h.data(), N, z.data(), rows);
       for (int64_t n = 0; n < N; n++) {
         if (s >= sequence_length(pb, n)) continue;
-        const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
-        const float* xn = xw.data() + (t * N + n) * nd * rows + d * rows;
+        const float* xn = xw.data() + (time_of_step(pb, d, n, s) * N + n) * nd * rows + d * rows;
         float* zn = z.data() + n * rows;
         for (int64_t q = 0; q < 4; q++)
           for (int64_t j = q * H + j0; j < q * H + j1; j++) zn[j] += xn[j] + bias[size_t(j)];
@@ -495,10 +502,8 @@ void run_lstm_direction_f32(const RnnProblem& pb, int64_t d, const std::vector<f
     });
     for (int64_t n = 0; n < N; n++) {
       if (s >= sequence_length(pb, n)) continue;  // a finished item keeps its last state
-      const int64_t t = reverse ? sequence_length(pb, n) - 1 - s : s;
       std::copy_n(next.begin() + n * H, H, h.begin() + n * H);
-      std::copy_n(h.begin() + n * H, H,
-                  res.y.begin() + (l1 ? (n * S + t) * nd + d : (t * nd + d) * N + n) * H);
+      std::copy_n(h.begin() + n * H, H, res.y.begin() + output_offset(pb, d, n, time_of_step(pb, d, n, s)));
     }
   }
   for (int64_t n = 0; n < N; n++) {
