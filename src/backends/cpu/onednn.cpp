@@ -61,15 +61,7 @@ void use_threads(int threads) {
 
 // A primitive of fewer multiply-adds runs on the calling thread alone: waking OpenMP's team and
 // waiting for it costs more than the other threads save (a voice detector's 1-D convolutions).
-constexpr int64_t kParallelMacs = 1 << 19;
-
-void use_threads_for(int64_t macs, int threads) { use_threads(macs < kParallelMacs ? 1 : threads); }
-
-int64_t element_count(const memory::desc& d) {
-  int64_t n = 1;
-  for (int64_t v : d.dims()) n *= v;
-  return n;
-}
+bool single_threaded(int64_t macs) { return macs < (int64_t(1) << 19); }
 
 memory::dims to_dims(const Shape& s) { return memory::dims(s.begin(), s.end()); }
 
@@ -466,13 +458,15 @@ class ConvKernel : public PreparedKernel {
         weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)),
         to_src_(reorder_between(plan_.x, plan_.pd.src_desc())),
         to_dst_(reorder_between(plan_.z, plan_.pd.dst_desc())),
-        from_dst_(reorder_between(plan_.pd.dst_desc(), plan_.y)) {}
+        from_dst_(reorder_between(plan_.pd.dst_desc(), plan_.y)),
+        // Every output element takes one weight per input channel of its group and kernel position.
+        single_threaded_(single_threaded(shape_numel(plan_.y.dims()) *
+                                         (shape_numel(plan_.w.dims()) / plan_.y.dims()[1]))) {}
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
-    // Every output element takes one weight per input channel of its group and kernel position.
-    use_threads_for(element_count(plan_.y) * (element_count(plan_.w) / plan_.y.dims()[1]), pool.size());
+    use_threads(single_threaded_ ? 1 : pool.size());
     dnnl::stream& s = thread_stream();
     memory x = wrap(plan_.x, in[0]);
     memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
@@ -525,17 +519,21 @@ class ConvKernel : public PreparedKernel {
   dnnl::convolution_forward conv_;
   memory weights_;
   std::optional<dnnl::reorder> to_src_, to_dst_, from_dst_;
+  bool single_threaded_;
 };
 
 class MatMulKernel : public PreparedKernel {
  public:
   MatMulKernel(MatMulPlan p, const Tensor& weights)
-      : plan_(std::move(p)), matmul_(plan_.pd), weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)) {}
+      : plan_(std::move(p)),
+        matmul_(plan_.pd),
+        weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)),
+        single_threaded_(single_threaded(shape_numel(plan_.y.dims()) * plan_.a.dims().back())) {}
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
 
   void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
-    use_threads_for(element_count(plan_.y) * plan_.a.dims().back(), pool.size());
+    use_threads(single_threaded_ ? 1 : pool.size());
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
@@ -554,6 +552,7 @@ class MatMulKernel : public PreparedKernel {
   MatMulPlan plan_;
   dnnl::matmul matmul_;
   memory weights_;
+  bool single_threaded_;
 };
 
 class IntegerMatMulKernel : public PreparedKernel {
