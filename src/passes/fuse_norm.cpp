@@ -212,20 +212,18 @@ bool product_of_x(FusionGraph& g, const std::string& v, const std::string& x, in
 // product_of_x's spellings.
 void fuse_tanh_gelu(FusionGraph& g, size_t index, FusionCounts& counts) {
   Node& tanh = g.node(index);
-  int p = g.producer_index(tanh.inputs[0]);
-  if (p < 0 || !g.single_use(tanh.inputs[0]) || !is_op(&g.node(size_t(p)), "Mul")) return;
-  std::vector<size_t> nodes = {size_t(p), index};
-  Node& outer = g.node(size_t(p));
+  size_t p = 0, q = 0;
+  Node* outer = sole_producer(g, tanh.inputs[0], "Mul", &p);
+  if (!outer) return;
   std::string inner;
   for (int s = 0; s < 2; s++)
-    if (near(g.scalar(outer.inputs[size_t(s)]), 0.7978845608028654)) inner = outer.inputs[size_t(1 - s)];
-  int q = inner.empty() ? -1 : g.producer_index(inner);
-  if (q < 0 || !g.single_use(inner) || !is_op(&g.node(size_t(q)), "Add")) return;
-  nodes.push_back(size_t(q));
-  Node& sum = g.node(size_t(q));
+    if (near(g.scalar(outer->inputs[size_t(s)]), 0.7978845608028654)) inner = outer->inputs[size_t(1 - s)];
+  Node* sum = inner.empty() ? nullptr : sole_producer(g, inner, "Add", &q);
+  if (!sum) return;
+  std::vector<size_t> nodes = {p, index, q};
   // One operand is x, the other 0.044715 * x^3.
   for (int s = 0; s < 2; s++) {
-    std::string x = sum.inputs[size_t(s)], cubic = sum.inputs[size_t(1 - s)];
+    std::string x = sum->inputs[size_t(s)], cubic = sum->inputs[size_t(1 - s)];
     std::vector<size_t> all = nodes;
     int xs = 0;
     double scale = 1;
