@@ -65,6 +65,14 @@ std::optional<size_t> scalar_op_slot(FusionGraph& g, size_t i, const std::string
   return std::nullopt;
 }
 
+// An elementwise Mul, Add or Sub of two values: where both are made in blocks of the same channel
+// count, the op runs on the blocks as they are (a squeeze-and-excitation gate [N, C, 1, 1] is
+// [N, C / block, 1, 1, block] and broadcasts over the spatial axes as before).
+bool two_blocked_operands(const Node& n) {
+  bool elementwise = is_op(n, "Mul") || is_op(n, "Add") || is_op(n, "Sub");
+  return elementwise && n.inputs.size() == 2 && n.outputs.size() == 1;
+}
+
 // The channel axis of a rank-4 Split or Concat, as attribute `axis` gives it: whether it is axis 1.
 bool along_channels(const Node& n) {
   int64_t axis = n.attr_int("axis", 0);
@@ -129,6 +137,13 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
         if (!all) continue;
         for (size_t k = 0; k < n.inputs.size(); k++) op.slots.push_back(k);
         out_channels = {sum};
+      } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && whole_blocks(n.inputs[0])) {
+        op.slots = {0};
+        out_channels = {channels[n.inputs[0]]};
+      } else if (two_blocked_operands(n) && whole_blocks(n.inputs[0]) &&
+                 channels[n.inputs[0]] == channels[n.inputs[1]] && whole_blocks(n.inputs[1])) {
+        op.slots = {0, 1};
+        out_channels = {channels[n.inputs[0]]};
       } else {
         std::optional<size_t> slot;
         for (const std::string& in : n.inputs)
@@ -231,6 +246,14 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
         n.inputs[1] = g.add_constant(cat(n.name, "_blocks"),
                                      Tensor::from_vector<int64_t>(sizes, {int64_t(sizes.size())}));
       }
+      counts[cat(n.op_type, " in blocks of ", block, " channels")]++;
+    } else if (is_op(n, "GlobalAveragePool")) {
+      // [N, C / block, H, W, block]: the mean over axes 2 and 3, kept as size 1.
+      n.op_type = "ReduceMean";
+      n.attrs.clear();
+      n.inputs.push_back(g.add_constant(cat(n.name, "_axes"), Tensor::from_vector<int64_t>({2, 3}, {2})));
+      counts[cat("GlobalAveragePool in blocks of ", block, " channels")]++;
+    } else if (n.inputs.size() == 2 && region_ops[u].slots.size() == 2) {
       counts[cat(n.op_type, " in blocks of ", block, " channels")]++;
     } else {
       counts[cat(n.op_type, " by a scalar in blocks of ", block, " channels")]++;

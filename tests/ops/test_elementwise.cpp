@@ -219,6 +219,12 @@ TEST(Elementwise, BinaryBroadcastPathsMatchReference) {
       {{70000}, {70000}},            // large same shape
       {{70001}, {1}},                // large scalar with a ragged tail
       {{3, 1, 9000}, {1, 5, 9000}},  // large general
+      // A gate over channel blocks: a short vector repeated along the rows, either side, with
+      // rows that fill the tiled vector unevenly, and across the parallel threshold.
+      {{2, 3, 9, 7, 8}, {2, 3, 1, 1, 8}},
+      {{1, 2, 1, 1, 16}, {1, 2, 5, 3, 16}},
+      {{1, 40, 28, 28, 8}, {1, 40, 1, 1, 8}},
+      {{2, 3, 4, 6}, {2, 3, 1, 6}},  // a row width that does not divide the tile
   };
   struct Op {
     const char* name;

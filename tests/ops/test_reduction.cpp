@@ -94,9 +94,18 @@ TEST(Reduction, AllOpsMatchPlainVersion) {
 
 TEST(Reduction, LargeFastPathsMatchPlainVersion) {
   // Trailing block (ReduceMean over the last axis, GlobalAveragePool-like), a middle
-  // block with a partial column strip, and the general path.
+  // block with a partial column strip, middle blocks with short rows (the mean over H, W of
+  // channel blocks of 8 and 16, and a width of neither), and the general path.
   Tensor last = random_tensor({16, 4099}, 2, -1, 3), gap = random_tensor({2, 64, 14, 14}, 3, -1, 3);
   Tensor mid = random_tensor({3, 50, 300}, 4, -1, 3);
+  for (int64_t width : {8, 16, 5}) {
+    Tensor blocks = random_tensor({2, 9, 14, 13, width}, 5, -1, 3);
+    SCOPED_TRACE(width);
+    expect_close(run_op("ReduceMean", {blocks, i64({2, 3}, {2})}, {}, 1, 18)[0],
+                 reference_reduce("ReduceMean", blocks, {2, 3}, true));
+    expect_close(run_op("ReduceMax", {blocks, i64({2, 3}, {2})}, {}, 1, 18)[0],
+                 reference_reduce("ReduceMax", blocks, {2, 3}, true));
+  }
   expect_close(run_op("ReduceMean", {last}, {{"axes", attr_ints({-1})}}, 1, 13)[0],
                reference_reduce("ReduceMean", last, {-1}, true));
   expect_close(run_op("ReduceMean", {gap}, {{"axes", attr_ints({2, 3})}}, 1, 13)[0],

@@ -634,6 +634,43 @@ TEST(Fusion, SplitAndConcatBetweenConvolutionsStayBlocked) {
   }
 }
 
+// A squeeze-and-excitation gate between two convolutions (MobileNetV3's): the global average, the
+// two small convolutions and the Mul by the gate, either way round, run on the blocks, the average
+// as a mean over the spatial axes. With channels that leave a partial last block they stay plain.
+TEST(Fusion, SqueezeAndExcitationBetweenConvolutionsStaysBlocked) {
+  int64_t block = CpuBackend(0, 1).conv_channel_block();
+  if (block == 0) GTEST_SKIP() << "the CPU backend has no blocked layout here";
+  Attrs pad = {{"pads", attr_ints({1, 1, 1, 1})}};
+  for (int variant = 0; variant < 3; variant++) {
+    SCOPED_TRACE(variant);
+    const int64_t c = variant == 2 ? 2 * block + 3 : 2 * block;
+    Builder b;
+    std::string x = b.input("x", {2, 5, 9, 7});
+    std::string y = b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({c, 5, 3, 3}, 1))}, pad)});
+    std::string s = b.node("GlobalAveragePool", {y});
+    s = b.node("Relu", {b.node("Conv", {s, b.constant(random_uniform({4, c, 1, 1}, 2))})});
+    s = b.node("HardSigmoid", {b.node("Conv", {s, b.constant(random_uniform({c, 4, 1, 1}, 3))})});
+    std::string gated = variant == 1 ? b.node("Mul", {s, y}) : b.node("Mul", {y, s});
+    b.output(b.node("Conv", {gated, b.constant(random_uniform({6, c, 1, 1}, 4))}));
+    Compared cmp = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 5)}}, {}, 1e-4);
+    std::string r = report_of(cmp);
+    if (variant < 2) {
+      EXPECT_NE(r.find(cat("4 Conv in blocks of ", block, " channels, 1 GlobalAveragePool in blocks of ",
+                           block, " channels")),
+                std::string::npos)
+          << r;
+      EXPECT_NE(r.find(cat("1 Mul in blocks of ", block, " channels")), std::string::npos) << r;
+      EXPECT_EQ(cmp.ops["ReduceMean"], 1);
+      EXPECT_EQ(cmp.ops["GlobalAveragePool"], 0);
+      EXPECT_EQ(cmp.ops.count("vlrt.FromChannelBlocks"), 0u);
+    } else {
+      EXPECT_EQ(r.find("GlobalAveragePool in blocks"), std::string::npos) << r;
+      EXPECT_EQ(r.find("Mul in blocks"), std::string::npos) << r;
+      EXPECT_EQ(cmp.ops["GlobalAveragePool"], 1);
+    }
+  }
+}
+
 // A convolution whose neighbours are not convolutions stays as it was.
 TEST(Fusion, ALoneConvolutionIsNotBlocked) {
   Builder b;

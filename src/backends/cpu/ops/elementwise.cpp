@@ -120,6 +120,9 @@ class Broadcast {
   }
 
   int64_t inner_stride(size_t k) const { return strides_[k].back(); }
+  size_t rank() const { return dims_.size(); }
+  int64_t dim(size_t d) const { return dims_[d]; }
+  int64_t stride(size_t k, size_t d) const { return strides_[k][d]; }
 
   // Calls run(offsets, pos, n) for the row pieces covering output positions [begin, end):
   // operand k's first element is at offsets[k], the output's at pos.
@@ -176,6 +179,46 @@ void binary_row(const A* a, int64_t sa, const B* b, int64_t sb, R* o, int64_t n,
   }
 }
 
+// The float32 rows [outer, rows, n] where operand `rep` repeats one short vector of n along the rows
+// (its stride there is 0) and the other is laid out like the output: a gate [N, C/8, 1, 1, 8] over
+// channel blocks [N, C/8, H, W, 8]. The vector is tiled into a longer row once per outer index, so
+// the vector loops run over long rows instead of once per n elements. False where the shapes are
+// not of that form. out may be the other operand.
+template <class Op>
+bool binary_repeated_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa, const float* pb,
+                          float* po) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  constexpr int64_t kTile = 256;
+  if (!vec || bc.rank() != 3) return false;
+  const int64_t outer = bc.dim(0), rows = bc.dim(1), n = bc.dim(2);
+  if (n > 32 || kTile % n != 0) return false;
+  const size_t rep = bc.stride(0, 1) == 0 ? 0 : 1, full = 1 - rep;
+  if (bc.stride(rep, 1) != 0 || bc.stride(rep, 2) != 1 || bc.stride(full, 2) != 1 ||
+      bc.stride(full, 1) != n || bc.stride(full, 0) != rows * n)
+    return false;
+  const float* p[2] = {pa, pb};
+  pool.parallel_for(
+      outer,
+      [&](int64_t o0, int64_t o1) {
+        float tile[kTile];
+        for (int64_t o = o0; o < o1; o++) {
+          const float* v = p[rep] + o * bc.stride(rep, 0);
+          for (int64_t i = 0; i < std::min(kTile, rows * n); i += n) std::copy(v, v + n, tile + i);
+          const float* x = p[full] + o * rows * n;
+          float* y = po + o * rows * n;
+          for (int64_t at = 0, len = rows * n; at < len; at += kTile) {
+            const int64_t k = std::min(kTile, len - at);
+            if (rep == 1)
+              vec->binary(Op::kF32, x + at, 1, tile, 1, y + at, k);
+            else
+              vec->binary(Op::kF32, tile, 1, x + at, 1, y + at, k);
+          }
+        }
+      },
+      std::max<int64_t>(1, kGrain / (rows * n)));
+  return true;
+}
+
 // out = op(a, b) with both operands broadcast to out's shape. out may be a itself.
 template <class A, class B, class R, class Op>
 void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out, const Op& op) {
@@ -194,6 +237,10 @@ void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out,
     return;
   }
   Broadcast<2> bc(out.shape(), {&a.shape(), &b.shape()});
+  if constexpr (Op::kF32 != BinaryF32::none && std::is_same_v<A, float> && std::is_same_v<B, float> &&
+                std::is_same_v<R, float>) {
+    if (binary_repeated_rows<Op>(pool, bc, pa, pb, po)) return;
+  }
   sa = bc.inner_stride(0);
   sb = bc.inner_stride(1);
   pool.parallel_for(

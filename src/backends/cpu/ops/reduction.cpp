@@ -228,6 +228,34 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
   bool middle = (nd == 2 && r.reduced[0]) || (nd == 3 && r.reduced[1]);
   if (middle) {
     int64_t outer = nd == 3 ? r.dims[0] : 1, inner = r.dims.back();
+    if (inner <= 16) {
+      // A short kept row (channel blocks [N, C/8, H, W, 8] averaged over H, W): folded inline
+      // rather than with one vector-loop call per row.
+      // The common widths are compile-time constants, so the compiler vectorizes the row.
+      auto fold = [&]<int64_t W>(std::integral_constant<int64_t, W>) {
+        const int64_t n = W ? W : inner;
+        pool.parallel_for(
+            outer,
+            [&](int64_t o0, int64_t o1) {
+              A acc[16];
+              for (int64_t o = o0; o < o1; o++) {
+                std::fill(acc, acc + n, op.init());
+                const T* block = x + o * red * n;
+                for (int64_t i = 0; i < red; i++)
+                  for (int64_t j = 0; j < n; j++) op.add(acc[j], block[i * n + j], o * n + j);
+                for (int64_t j = 0; j < n; j++) y[o * n + j] = op.fin(acc[j], o * n + j);
+              }
+            },
+            grain_for(red * n));
+      };
+      if (inner == 8)
+        fold(std::integral_constant<int64_t, 8>{});
+      else if (inner == 16)
+        fold(std::integral_constant<int64_t, 16>{});
+      else
+        fold(std::integral_constant<int64_t, 0>{});
+      return;
+    }
     const int64_t w = 256;
     int64_t strips = (inner + w - 1) / w;
     pool.parallel_for(
