@@ -12,9 +12,11 @@
 // blocks: an elementwise op by a one-element constant (Mul, Add, Sub, Div: a model's scalar affine
 // between two convolutions; in a partial last block the constant would turn the zero padding
 // channels into something else), and Split and Concat along the channels (YOLO's C2f blocks), which
-// become the same op along the axis of blocks. Such an op is blocked when a value it makes is
-// wanted in blocks by a convolution, directly or through other such ops; its inputs are then
-// wanted in blocks too.
+// become the same op along the axis of blocks; and a squeeze-and-excitation gate: GlobalAveragePool
+// (on the blocks, a mean over the spatial axes) and a Mul, Add or Sub of two blocked values with the
+// same channels (the gate [N, C, 1, 1] broadcasts over H and W in blocks as it did plain). Such an
+// op is blocked when a value it makes is wanted in blocks by a convolution, directly or through
+// other such ops; its inputs are then wanted in blocks too.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
