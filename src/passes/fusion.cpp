@@ -8,16 +8,18 @@ namespace vlrt {
 
 FusionOptions FusionOptions::none() {
   FusionOptions o;
-  o.conv_batchnorm = o.conv_affine = o.hard_swish = o.conv_activation = o.matmul = o.layer_norm = o.gelu =
-      o.attention = o.dynamic_quant_matmul = o.conv_layout = o.half_weights = false;
+  o.drop_identity = o.conv_batchnorm = o.conv_affine = o.hard_swish = o.conv_activation = o.matmul =
+      o.layer_norm = o.gelu = o.attention = o.dynamic_quant_matmul = o.conv_layout = o.half_weights = false;
   return o;
 }
 
 FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
   using Pass = void (*)(FusionGraph&, FusionCounts&);
-  // Order matters: Gelu, HardSwish and LayerNorm become single nodes before the passes that take an
-  // activation into an epilogue; attention takes its MatMuls before the bias fusion looks at them.
+  // Order matters: Identity nodes go first, so no pattern has one in its middle; Gelu, HardSwish and
+  // LayerNorm become single nodes before the passes that take an activation into an epilogue; attention takes
+  // its MatMuls before the bias fusion looks at them.
   const std::pair<bool, Pass> passes[] = {
+      {options.drop_identity, drop_identities},
       {options.layer_norm, fuse_layer_norm},
       {options.gelu, fuse_gelu},
       {options.hard_swish, fuse_hard_swish},

@@ -18,6 +18,8 @@ namespace vlrt {
 
 // Which passes run; each can be switched off on its own (tests compare fused and unfused graphs).
 struct FusionOptions {
+  // Identity nodes between two others dropped, their readers reading the input (drop_identity.cpp).
+  bool drop_identity = true;
   bool conv_batchnorm = true;
   // Mul, Add, Sub by a per-channel constant folded into the Conv before it or an unpadded one after.
   bool conv_affine = true;

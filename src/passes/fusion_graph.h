@@ -94,7 +94,8 @@ class FusionGraph {
 // The report of one fusion pass: how many of each pattern it fused ("Conv+Add+Relu" -> 16).
 using FusionCounts = std::map<std::string, size_t>;
 
-// The passes, one per family (each in its own fuse_*.cpp).
+// The passes, one per family (each in its own fuse_*.cpp), and the clean-up before them.
+void drop_identities(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_batchnorm(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_affine(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_activation(FusionGraph& g, FusionCounts& counts);

@@ -671,6 +671,24 @@ TEST(Fusion, SqueezeAndExcitationBetweenConvolutionsStaysBlocked) {
   }
 }
 
+// An Identity between a convolution's bias Add and its activation (as PaddlePaddle's exports
+// write them) goes, so the chain fuses; one whose output the graph returns stays.
+TEST(Fusion, IdentitiesBetweenNodesAreDropped) {
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7});
+  std::string y = b.node("Conv", {x, b.constant(random_uniform({6, 5, 3, 3}, 1))});
+  y = b.node("Identity", {b.node("Add", {y, b.constant(random_uniform({1, 6, 1, 1}, 2))})});
+  y = b.node("Relu", {y});
+  b.output(b.node("Identity", {y}));
+  b.output(b.node("Identity", {x}));
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 3)}});
+  std::string r = report_of(c);
+  EXPECT_NE(r.find("1 Identity dropped"), std::string::npos) << r;
+  EXPECT_EQ(c.ops["Identity"], 2);
+  EXPECT_EQ(c.ops["Relu"], 0);
+  EXPECT_EQ(c.ops["Add"], 0);
+}
+
 // A convolution whose neighbours are not convolutions stays as it was.
 TEST(Fusion, ALoneConvolutionIsNotBlocked) {
   Builder b;
