@@ -151,8 +151,10 @@ TEST(TensorOps, TransposeMatchesPlainIndexingForAllPathsAndTypes) {
       {{0, 3}, {1, 0}},
       {{2, 8, 64, 64}, {0, 1, 3, 2}},  // large enough to run in parallel
       {{2, 64, 8, 64}, {0, 2, 1, 3}},
+      {{2, 24, 20, 19}, {0, 2, 3, 1}},  // NCHW -> NHWC in whole 8x8 blocks and edges
+      {{1, 20, 19, 24}, {0, 3, 1, 2}},  // and back
   };
-  for (DType t : {DType::f32, DType::f16, DType::i8, DType::i64, DType::boolean}) {
+  for (DType t : {DType::f32, DType::i32, DType::f16, DType::i8, DType::i64, DType::boolean}) {
     for (const Case& c : cases) {
       Tensor x(t, c.shape);
       auto* b = static_cast<uint8_t*>(x.raw());

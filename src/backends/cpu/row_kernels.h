@@ -48,6 +48,10 @@ struct RowKernelsF32 {
   void (*norm_affine)(const float* x, float m, float inv, const float* scale, const float* bias, float* y,
                       int64_t n);
   void (*add_into)(double* acc, const float* x, int64_t n);  // acc += x
+  // A transposed tile of 32-bit values: dst[i * dst_stride + j] = src[j * src_stride + i] for
+  // i < rows, j < cols (Transpose's tiles).
+  void (*transpose_32bit)(const void* src, int64_t src_stride, void* dst, int64_t dst_stride, int64_t rows,
+                          int64_t cols);
   void (*max_into)(float* acc, const float* x, int64_t n);   // acc = max(acc, x), NaN wins
   void (*min_into)(float* acc, const float* x, int64_t n);
 

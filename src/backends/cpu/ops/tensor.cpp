@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 #include "ops/tensor_semantics.h"
@@ -117,6 +118,7 @@ void strided_copy(const char* src, char* dst, const Shape& shape, const std::vec
   }
   std::vector<int64_t> dst_st = contiguous_strides(dims);
   int64_t nq = dims[q], q_tiles = (nq + kTile - 1) / kTile;
+  const RowKernelsF32* vec = row_kernels_f32();  // 32-bit tiles eight by eight
   int64_t outer = shape_numel(dims) / (nq * inner);
   dispatch_bytes(esize, [&]<class U>() {
     parallel_items(pool, outer * q_tiles, kTile * row_bytes, [&](int64_t item) {
@@ -131,6 +133,10 @@ void strided_copy(const char* src, char* dst, const Shape& shape, const std::vec
       const U* s = reinterpret_cast<const U*>(src) + so;
       U* o = reinterpret_cast<U*>(dst) + dof;
       int64_t i0 = (item % q_tiles) * kTile, i1 = std::min(nq, i0 + kTile);
+      if constexpr (sizeof(U) == 4) {
+        if (vec)
+          return vec->transpose_32bit(s + i0, inner_stride, o + i0 * dst_st[q], dst_st[q], i1 - i0, inner);
+      }
       for (int64_t j0 = 0; j0 < inner; j0 += kTile) {
         int64_t j1 = std::min(inner, j0 + kTile);
         for (int64_t i = i0; i < i1; i++) {
