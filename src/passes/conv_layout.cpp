@@ -142,8 +142,8 @@ void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block) {
       } else if (is_op(n, "GlobalAveragePool") && n.outputs.size() == 1 && whole_blocks(n.inputs[0])) {
         op.slots = {0};
         out_channels = {channels[n.inputs[0]]};
-      } else if (two_blocked_operands(n) && whole_blocks(n.inputs[0]) &&
-                 channels[n.inputs[0]] == channels[n.inputs[1]] && whole_blocks(n.inputs[1])) {
+      } else if (two_blocked_operands(n) && whole_blocks(n.inputs[0]) && whole_blocks(n.inputs[1]) &&
+                 channels.at(n.inputs[0]) == channels.at(n.inputs[1])) {
         op.slots = {0, 1};
         out_channels = {channels[n.inputs[0]]};
       } else {

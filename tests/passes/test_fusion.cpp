@@ -671,6 +671,24 @@ TEST(Fusion, SqueezeAndExcitationBetweenConvolutionsStaysBlocked) {
   }
 }
 
+// A Mul of a blocked value by a plain one (here a graph input that a convolution also reads) stays
+// plain, and so does that input.
+TEST(Fusion, AMulByAPlainValueStaysPlain) {
+  int64_t block = CpuBackend(0, 1).conv_channel_block();
+  if (block == 0) GTEST_SKIP() << "the CPU backend has no blocked layout here";
+  Builder b;
+  std::string x = b.input("x", {2, 5, 9, 7}), x2 = b.input("x2", {2, block, 9, 7});
+  std::string y = b.node("Relu", {b.node("Conv", {x, b.constant(random_uniform({block, 5, 1, 1}, 1))})});
+  std::string t = b.node("Conv", {x2, b.constant(random_uniform({block, block, 1, 1}, 2))});
+  std::string m = b.node("Mul", {y, x2});
+  b.output(b.node("Conv", {b.node("Add", {m, t}), b.constant(random_uniform({4, block, 1, 1}, 3))}));
+  Compared c =
+      run_both(b.m, {{"x", random_uniform({2, 5, 9, 7}, 4)}, {"x2", random_uniform({2, block, 9, 7}, 5)}});
+  std::string r = report_of(c);
+  EXPECT_EQ(r.find("Mul in blocks"), std::string::npos) << r;
+  EXPECT_EQ(c.ops["Mul"], 1);
+}
+
 // An Identity between a convolution's bias Add and its activation (as PaddlePaddle's exports
 // write them) goes, so the chain fuses; one whose output the graph returns stays.
 TEST(Fusion, IdentitiesBetweenNodesAreDropped) {

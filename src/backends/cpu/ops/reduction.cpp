@@ -230,8 +230,8 @@ void reduce_into(const Reducer<T, K>& op, const Runs& r, const T* x, T* y, int64
     int64_t outer = nd == 3 ? r.dims[0] : 1, inner = r.dims.back();
     if (inner <= 16) {
       // A short kept row (channel blocks [N, C/8, H, W, 8] averaged over H, W): folded inline
-      // rather than with one vector-loop call per row.
-      // The common widths are compile-time constants, so the compiler vectorizes the row.
+      // rather than with one vector-loop call per row, the common widths as compile-time
+      // constants so that the compiler vectorizes the row.
       auto fold = [&]<int64_t W>(std::integral_constant<int64_t, W>) {
         const int64_t n = W ? W : inner;
         pool.parallel_for(
