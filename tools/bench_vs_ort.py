@@ -12,8 +12,8 @@ integers 0 or 1) and dynamic dims are given with --shape INPUT=1x3x224x224 (or
 --shape MODEL:INPUT=... for one model, MODEL being its name as printed). A model that a
 runtime refuses, or whose inputs cannot be made, is reported and the others still run.
 
-Each runtime runs in its own process that loads the model once, warms up, and then
-answers rounds: in every round each runtime does runs/rounds runs, the order of the
+Each runtime runs in its own process that loads the model once, warms up, does one
+untimed round and then answers rounds: in every round each runtime does runs/rounds runs, the order of the
 runtimes rotating between rounds, so a change in machine load touches all of them.
 Peak RSS is each process's VmHWM (for ONNX Runtime and OpenVINO it includes the
 Python interpreter that hosts them, about 30 MB). Measure on a quiet machine.
@@ -188,6 +188,12 @@ def bench_model(model, shapes, args, runtimes):
         prepare_inputs(model, shapes, inputs_dir)
         runners = [Runner(rt, model, args.threads, inputs_dir, args.vlrt, args.warmup) for rt in runtimes]
         per_round = max(1, args.runs // args.rounds)
+        # One untimed round each first: a process's first tenth of a second of runs can take up to
+        # twice its later time (seen for vlrt at 2 threads, whatever its warm-up count).
+        for x in runners:
+            x.round(per_round)
+            x.ms = []
+            time.sleep(args.settle)
         for r in range(args.rounds):
             for i in range(len(runners)):
                 runners[(r + i) % len(runners)].round(per_round)
