@@ -71,6 +71,11 @@ int64_t time_of_step(const RnnProblem& pb, int64_t d, int64_t n, int64_t s) {
   return reverse ? sequence_length(pb, n) - 1 - s : s;
 }
 
+// Where the input of batch item n at time t starts in X.
+int64_t input_offset(const RnnProblem& pb, int64_t n, int64_t t) {
+  return (pb.a.layout == 1 ? n * pb.seq + t : t * pb.batch + n) * pb.input;
+}
+
 // Where the state of batch item n of direction d starts in initial_h, initial_c, Y_h and Y_c.
 int64_t state_offset(const RnnProblem& pb, int64_t d, int64_t n) {
   return (pb.a.layout == 1 ? n * pb.a.num_directions + d : d * pb.batch + n) * pb.hidden;
@@ -180,13 +185,11 @@ std::vector<float> quantized_products(const QuantizedWeights& w, int64_t d, cons
 // The rows of X, as float, that ONNX Runtime quantizes together for direction d: every batch item at
 // steps 0 .. steps-1 (in time order; the reverse direction reads the same values reordered).
 std::vector<float> input_rows(const RnnProblem& pb, int64_t steps) {
-  const bool l1 = pb.a.layout == 1;
   std::vector<float> rows(size_t(steps * pb.batch * pb.input));
   for (int64_t t = 0; t < steps; t++)
-    for (int64_t n = 0; n < pb.batch; n++) {
-      const double* x = pb.x.data() + (l1 ? n * pb.seq + t : t * pb.batch + n) * pb.input;
-      std::copy_n(x, pb.input, rows.begin() + (t * pb.batch + n) * pb.input);
-    }
+    for (int64_t n = 0; n < pb.batch; n++)
+      std::copy_n(pb.x.begin() + input_offset(pb, n, t), pb.input,
+                  rows.begin() + (t * pb.batch + n) * pb.input);
   return rows;
 }
 
@@ -201,13 +204,10 @@ struct DirectionState {
 void step_gate_inputs(const RnnProblem& pb, int64_t d, int64_t s, const DirectionState& st,
                       std::vector<std::vector<double>>& xw, std::vector<std::vector<double>>& hr) {
   const int64_t N = pb.batch, rows = pb.gates * pb.hidden;
-  const bool l1 = pb.a.layout == 1;
-  auto length = [&](int64_t n) { return sequence_length(pb, n); };
-  auto time_of = [&](int64_t n) { return time_of_step(pb, d, n, s); };
   if (!pb.qr) {
     for (int64_t n = 0; n < N; n++)
-      if (s < length(n))
-        gate_inputs(pb, d, pb.x.data() + (l1 ? n * pb.seq + time_of(n) : time_of(n) * N + n) * pb.input,
+      if (s < sequence_length(pb, n))
+        gate_inputs(pb, d, pb.x.data() + input_offset(pb, n, time_of_step(pb, d, n, s)),
                     st.h[size_t(n)].data(), xw[size_t(n)], hr[size_t(n)]);
     return;
   }
@@ -215,12 +215,13 @@ void step_gate_inputs(const RnnProblem& pb, int64_t d, int64_t s, const Directio
   // last hidden state still counts at the step after its end, later its row is zero.
   std::vector<float> h(size_t(N * pb.hidden), 0.0f);
   for (int64_t n = 0; n < N; n++)
-    if (s <= length(n)) std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), h.begin() + n * pb.hidden);
+    if (s <= sequence_length(pb, n))
+      std::copy(st.h[size_t(n)].begin(), st.h[size_t(n)].end(), h.begin() + n * pb.hidden);
   const std::vector<float> h_products = quantized_products(*pb.qr, d, h, N);
   const double* b = pb.b.data() + d * 2 * rows;
   for (int64_t n = 0; n < N; n++) {
-    if (s >= length(n)) continue;
-    const float* xp = st.x_products.data() + (time_of(n) * N + n) * rows;
+    if (s >= sequence_length(pb, n)) continue;
+    const float* xp = st.x_products.data() + (time_of_step(pb, d, n, s) * N + n) * rows;
     for (int64_t g = 0; g < rows; g++) {
       xw[size_t(n)][size_t(g)] = double(xp[g] + h_products[size_t(n * rows + g)]) + b[g] + b[rows + g];
       hr[size_t(n)][size_t(g)] = 0.0;
@@ -519,10 +520,7 @@ RnnResult run_rnn_f32(const RnnProblem& pb, const float* w, const float* r, Thre
   res.y.assign(size_t(S * nd * N * H), 0.0);
   res.yh.assign(size_t(nd * N * H), 0.0);
   res.yc.assign(size_t(nd * N * H), 0.0);
-  std::vector<float> x(size_t(S * N * I));  // time-major rows t * N + n
-  for (int64_t t = 0; t < S; t++)
-    for (int64_t n = 0; n < N; n++)
-      std::copy_n(pb.x.begin() + (pb.a.layout == 1 ? n * S + t : t * N + n) * I, I, x.begin() + (t * N + n) * I);
+  const std::vector<float> x = input_rows(pb, S);  // time-major rows t * N + n
   // X's products with W of every direction in one product: W stacks the directions' rows.
   const int64_t rows = pb.gates * H;
   std::vector<float> xw(size_t(S * N * nd * rows));
