@@ -12,8 +12,10 @@ namespace {
 
 // The sizes every symbolic input dimension takes in the two probes: distinct, not 1 (which
 // broadcasts), and small enough for image and sequence axes alike. When the first pair fails
-// (a detector whose feature maps of strides 8 to 32 must align needs multiples of 32), the next.
-constexpr int64_t kProbeSizes[][2] = {{32, 48}, {64, 128}};
+// (a detector whose feature maps of strides 8 to 32 must align needs multiples of 32), the next; the
+// last for a model that takes its k best of all feature-map positions (GroundingDINO's 900 queries
+// need an image of more than 200 pixels a side).
+constexpr int64_t kProbeSizes[][2] = {{32, 48}, {64, 128}, {224, 256}};
 
 }  // namespace
 

@@ -310,6 +310,22 @@ TEST(Fusion, MatMulBiasAndGeluBecomeFusedMatMul) {
   EXPECT_EQ(c.ops["vlrt.FusedMatMul"], 1);
 }
 
+// A model that takes its 900 best values over a symbolic axis (a detector's queries over every
+// feature-map position) has no shapes at the small probe sizes; the passes still get them.
+TEST(Fusion, ATopKOverManyPositionsStillGetsShapeFacts) {
+  Builder b;
+  std::string x = b.input("x", {120, 8});
+  std::string y = b.node("MatMul", {x, b.constant(random_uniform({8, 8}, 1))});
+  y = b.node("Add", {y, b.constant(random_uniform({8}, 2))});
+  b.output(y);
+  std::string flat = b.node("Reshape", {y, b.constant(test::i64({1, -1}, {2}))});
+  std::string best = b.node("TopK", {flat, b.constant(test::i64({900}, {1}))}, {{"axis", attr_i(1)}});
+  b.m.graph.nodes.back().outputs.push_back("best_indices");
+  b.output(best);
+  Compared c = run_both(b.m, {{"x", random_uniform({120, 8}, 3)}});
+  EXPECT_EQ(report_of(c), "1 MatMul+Add");
+}
+
 TEST(Fusion, MatMulResidualFusesUnlessTheSumHasAnotherUser) {
   for (bool shared : {false, true}) {
     SCOPED_TRACE(shared);
