@@ -4,6 +4,9 @@
 // activations; and which nodes it takes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/onednn.h"
@@ -59,6 +62,35 @@ TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
     check("FusedMatMul", {a3, b, Tensor(), z}, attrs);
     attrs["transB"] = attr_i(1);
     check("FusedMatMul", {a3, bt, bias}, attrs);
+  }
+}
+
+// An A larger than the last-level cache runs range by range through every panel, with the
+// epilogue on each finished block: the ranges of 218 rows end on a partial one, K takes two depth
+// blocks and N ends on a partial panel.
+TEST(CpuPackedMatMul, AnALargerThanTheCacheMatchesTheReference) {
+  if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
+  Tensor a = random_uniform({1, 4100, 300}, 1), b = random_uniform({300, 33}, 2),
+         bias = random_uniform({33}, 3), z = random_uniform({1, 4100, 33}, 4);
+  check("MatMul", {a, b});
+  check("FusedMatMul", {a, b, bias, z}, {{"activation", attr_s("Relu")}});
+}
+
+// Both orders of jobs cover every row of every panel exactly once.
+TEST(CpuPackedMatMul, JobsCoverEveryBlockOnce) {
+  for (auto [m, k, n] :
+       {std::tuple<int64_t, int64_t, int64_t>{100, 40, 33}, {4100, 300, 33}, {22223, 256, 2048}}) {
+    SCOPED_TRACE(cat("m ", m, " k ", k, " n ", n));
+    const packed::ProductJobs jobs(m, k, n);
+    const int64_t panels = (n + 15) / 16;
+    std::vector<int> seen(size_t(m * panels), 0);
+    for (int64_t j = 0; j < jobs.count(); j++) {
+      int64_t p, r0, r1;
+      jobs.at(j, p, r0, r1);
+      ASSERT_TRUE(p >= 0 && p < panels && r0 >= 0 && r0 < r1 && r1 <= m) << "job " << j;
+      for (int64_t r = r0; r < r1; r++) seen[size_t(p * m + r)]++;
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(seen.size()));
   }
 }
 

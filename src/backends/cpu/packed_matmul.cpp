@@ -126,12 +126,20 @@ class PackedMatMul : public PreparedKernel {
       VLRT_CHECK(in[3]->numel() == y.numel(), "the residual Z ", shape_str(in[3]->shape()),
                  " is not the product's shape ", shape_str(y.shape()));
     if (m > 0) {
-      int64_t jobs = plan_.panels() * ((m + packed::kRowBlock - 1) / packed::kRowBlock);
-      pool.parallel_for(jobs, [&](int64_t begin, int64_t end) {
-        packed::products(a.data<float>(), m, k, panels_.data(), n, y.data<float>(), begin, end);
+      const packed::ProductJobs jobs(m, k, n);
+      // Bias, residual and activation on each block as its job finishes it, while it is in cache.
+      const float* bias = plan_.bias ? in[2]->data<float>() : nullptr;
+      const float* z = plan_.sum ? in[3]->data<float>() : nullptr;
+      float* py = y.data<float>();
+      const packed::FinishBlock finish = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+        apply_fused_epilogue_block(plan_.act, py, bias, z, n, r0, r1, c0, c1);
+      };
+      const bool epilogue = bias || z || plan_.act.kind != FusedActivation::none;
+      pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
+        packed::products(a.data<float>(), m, k, panels_.data(), n, py, jobs, begin, end,
+                         epilogue ? &finish : nullptr);
       });
     }
-    apply_fused_epilogue(pool, plan_.act, y, plan_.bias ? in[2] : nullptr, plan_.sum ? in[3] : nullptr);
   }
 
  private:
@@ -167,9 +175,9 @@ class PatchConv : public PreparedKernel {
             }
         }
       });
-      const int64_t jobs = plan_.product.panels() * ((patches + packed::kRowBlock - 1) / packed::kRowBlock);
-      pool.parallel_for(jobs, [&](int64_t begin, int64_t end) {
-        packed::products(rows, patches, k, panels_.data(), n, products, begin, end);
+      const packed::ProductJobs jobs(patches, k, n);
+      pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
+        packed::products(rows, patches, k, panels_.data(), n, products, jobs, begin, end);
       });
       float* yi = y.data<float>() + img * n * patches;
       pool.parallel_for(n, [&](int64_t begin, int64_t end) {  // [patches, OC] -> [OC, patches], plus the bias
@@ -185,6 +193,28 @@ class PatchConv : public PreparedKernel {
 };
 
 }  // namespace
+
+namespace packed {
+
+namespace {
+constexpr int64_t kCachedA = int64_t(4) << 20;       // bytes of A read from the last-level cache
+constexpr int64_t kRangeBytes = int64_t(256) << 10;  // bytes of A one range keeps in L2
+}  // namespace
+
+ProductJobs::ProductJobs(int64_t m, int64_t k, int64_t n)
+    : m_(m), panels_((n + 15) / 16), by_range_(m * k * int64_t(sizeof(float)) > kCachedA) {
+  rows_ = by_range_ ? std::max(kRowBlock, kRangeBytes / (k * int64_t(sizeof(float)))) : kRowBlock;
+  ranges_ = (m + rows_ - 1) / rows_;
+}
+
+void ProductJobs::at(int64_t j, int64_t& panel, int64_t& r0, int64_t& r1) const {
+  int64_t range = by_range_ ? j / panels_ : j % ranges_;
+  panel = by_range_ ? j % panels_ : j / ranges_;
+  r0 = range * rows_;
+  r1 = std::min(m_, r0 + rows_);
+}
+
+}  // namespace packed
 
 bool packed_matmul_available() {
   // VLRT_PACKED_MATMUL=0 leaves the products to oneDNN (for measurements).

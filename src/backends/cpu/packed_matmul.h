@@ -10,6 +10,7 @@
 // these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -29,12 +30,32 @@ namespace packed {
 inline constexpr int64_t kRowBlock = 48;     // rows of A one job runs through a panel
 inline constexpr int64_t kDepthBlock = 256;  // K at a time: 16 KiB of the panel
 
+// How a product is cut into jobs, each one range of A's rows through one panel. While A fits in
+// the last-level cache the jobs go panel by panel, kRowBlock rows each: a thread's run of jobs
+// keeps one panel in L1 and reads A from that cache. A larger A (a detector's encoder: 22,223
+// tokens) would come from memory once per panel; its jobs go range by range instead, each range
+// sized to stay in L2 while it runs through every panel, so A is read from memory once.
+class ProductJobs {
+ public:
+  ProductJobs(int64_t m, int64_t k, int64_t n);
+  int64_t count() const { return panels_ * ranges_; }
+  // Job j's panel and rows [r0, r1).
+  void at(int64_t j, int64_t& panel, int64_t& r0, int64_t& r1) const;
+
+ private:
+  int64_t m_, panels_, rows_, ranges_;
+  bool by_range_;
+};
+
+// Called on each block of Y a job has finished: rows [r0, r1), columns [c0, c1).
+using FinishBlock = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64_t c1)>;
+
 // Y [m, n] = A [m, k] times the panels (of float, half_t or bf16_t: a weight stored in half
-// precision stays so, widened as it is loaded), for jobs [begin, end) of panels(n) x
-// ceil(m / kRowBlock), panel-major.
+// precision stays so, widened as it is loaded), for jobs [begin, end) of ProductJobs(m, k, n);
+// then `finish` (may be null) on each job's block.
 template <class W>
-void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y, int64_t begin,
-              int64_t end);
+void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y,
+              const ProductJobs& jobs, int64_t begin, int64_t end, const FinishBlock* finish = nullptr);
 
 }  // namespace packed
 

@@ -12,13 +12,14 @@
 namespace vlrt::packed {
 
 template <class W>
-void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y, int64_t begin,
-              int64_t end) {
-  const int64_t row_blocks = (m + kRowBlock - 1) / kRowBlock;
+void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y,
+              const ProductJobs& jobs, int64_t begin, int64_t end, const FinishBlock* finish) {
+  (void)m;
   alignas(32) float tail[6 * 16];
   alignas(64) float widened[kDepthBlock * 16];
   for (int64_t job = begin; job < end; job++) {
-    int64_t p = job / row_blocks, r0 = job % row_blocks * kRowBlock, r1 = std::min(m, r0 + kRowBlock);
+    int64_t p, r0, r1;
+    jobs.at(job, p, r0, r1);
     int64_t cols = std::min<int64_t>(16, n - p * 16);
     // K in blocks whose slice of the panel stays in L1 while every row tile of the job reads it.
     for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
@@ -61,12 +62,16 @@ void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, 
         r += rows;
       }
     }
+    if (finish) (*finish)(r0, r1, p * 16, p * 16 + cols);
   }
 }
 
-template void products(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, int64_t);
-template void products(const float*, int64_t, int64_t, const half_t*, int64_t, float*, int64_t, int64_t);
-template void products(const float*, int64_t, int64_t, const bf16_t*, int64_t, float*, int64_t, int64_t);
+template void products(const float*, int64_t, int64_t, const float*, int64_t, float*, const ProductJobs&,
+                       int64_t, int64_t, const FinishBlock*);
+template void products(const float*, int64_t, int64_t, const half_t*, int64_t, float*, const ProductJobs&,
+                       int64_t, int64_t, const FinishBlock*);
+template void products(const float*, int64_t, int64_t, const bf16_t*, int64_t, float*, const ProductJobs&,
+                       int64_t, int64_t, const FinishBlock*);
 
 }  // namespace vlrt::packed
 

@@ -192,6 +192,15 @@ void apply_fused_epilogue(ThreadPool& pool, const FusedActivation& act, Tensor& 
   y.assign_doubles(v);
 }
 
+void apply_fused_epilogue_block(const FusedActivation& act, float* y, const float* bias, const float* z,
+                                int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  with_vector_activation(act, [&](const auto& f) {
+    for (int64_t r = r0; r < r1; r++)
+      epilogue_span(y + r * cols + c0, bias ? bias + c0 : nullptr, z ? z + r * cols + c0 : nullptr, c1 - c0,
+                    f);
+  });
+}
+
 namespace {
 
 // ---- vlrt.FusedMatMul ------------------------------------------------------------------

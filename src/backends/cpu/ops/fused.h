@@ -17,4 +17,9 @@ double fused_activate(const FusedActivation& a, double x);
 void apply_fused_epilogue(ThreadPool& pool, const FusedActivation& act, Tensor& y, const Tensor* bias,
                           const Tensor* z);
 
+// The same on rows [r0, r1) and columns [c0, c1) of a float32 y with `cols` columns, on the
+// calling thread: for a product that finishes each block of Y while the block is still in cache.
+void apply_fused_epilogue_block(const FusedActivation& act, float* y, const float* bias, const float* z,
+                                int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1);
+
 }  // namespace vlrt
