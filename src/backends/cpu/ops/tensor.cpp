@@ -35,6 +35,38 @@ void parallel_items(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn)
       grain);
 }
 
+// Runs fn(begin, end) on chunks of [0, n) in parallel, each moving about kChunkBytes.
+template <class F>
+void parallel_items_in_chunks(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn) {
+  pool.parallel_for(n, fn, std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, bytes_per_item)));
+}
+
+// Copies at most this many bytes a row through copy_rows' fixed-size moves.
+constexpr int64_t kSmallCopy = 32;
+
+template <int64_t Bytes>
+void copy_rows_of(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, int64_t rows) {
+  for (int64_t r = 0; r < rows; r++) std::memcpy(dst + r * dst_stride, src + r * src_stride, Bytes);
+}
+
+// `rows` rows of `bytes` each, strided on both sides; the common small sizes as fixed-size moves.
+void copy_rows(char* dst, int64_t dst_stride, const char* src, int64_t src_stride, int64_t rows,
+               int64_t bytes) {
+  switch (bytes) {
+    case 4:
+      return copy_rows_of<4>(dst, dst_stride, src, src_stride, rows);
+    case 8:
+      return copy_rows_of<8>(dst, dst_stride, src, src_stride, rows);
+    case 16:
+      return copy_rows_of<16>(dst, dst_stride, src, src_stride, rows);
+    case 32:
+      return copy_rows_of<32>(dst, dst_stride, src, src_stride, rows);
+    default:
+      for (int64_t r = 0; r < rows; r++)
+        std::memcpy(dst + r * dst_stride, src + r * src_stride, size_t(bytes));
+  }
+}
+
 // Calls fn(row, offset) for every index of `dims` in row-major order, where offset is the index's
 // dot product with `strides`; rows run in parallel chunks of `grain` (grain >= rows: serial, in order).
 template <class F>
@@ -224,6 +256,17 @@ void concat_kernel(KernelContext& ctx) {
   if (parts.empty() || outer == 0) return;
   int64_t np = int64_t(parts.size());
   char* dst = bytes_of(y);
+  if (row_bytes / np <= kSmallCopy) {
+    // Parts of a few bytes a row (GroundingDINO stacks its four levels' samples of 4 values each,
+    // 5.7 million rows): each chunk of rows copies one part after the other with fixed-size moves,
+    // not one call of memcpy per part and row.
+    parallel_items_in_chunks(ctx.pool, outer, row_bytes, [&](int64_t begin, int64_t end) {
+      for (const Part& p : parts)
+        copy_rows(dst + begin * row_bytes + p.dst_off, row_bytes, p.src + begin * p.bytes, p.bytes,
+                  end - begin, p.bytes);
+    });
+    return;
+  }
   parallel_items(ctx.pool, outer * np, row_bytes / np, [&](int64_t i) {
     const Part& p = parts[i % np];
     int64_t o = i / np;
