@@ -200,30 +200,36 @@ TEST(TensorOps, ConcatAndSplit) {
   EXPECT_THROW(run_op("Split", {x, i64({1, 2}, {2})}, {{"axis", attr_i(1)}}, 2, 13), Error);
 }
 
-// Parts of a few bytes a row (the fixed-size moves: 4, 8, 16, 32 bytes, and other sizes) over
-// enough rows to run in several chunks, against plain indexing.
+// Parts of a few bytes a row over enough rows to run in several chunks, against plain indexing:
+// equal widths of 4 to 32 bytes (whole rows written with fixed-size moves), other equal widths
+// and unequal ones (a memcpy per part and row).
 TEST(TensorOps, ConcatOfSmallPartsMatchesPlainIndexing) {
   const int64_t rows = 3001;
-  for (DType dt : {DType::f32, DType::f16, DType::i64}) {
-    SCOPED_TRACE(dtype_name(dt));
-    std::vector<Tensor> parts;
-    for (int64_t width : {1, 2, 4, 3, 1})
-      parts.push_back(
-          test::random_uniform({rows, 1, width}, uint32_t(width + parts.size()), -9, 9).converted(dt));
-    Tensor y = run1("Concat", parts, {{"axis", attr_i(2)}});
-    ASSERT_EQ(y.shape(), (Shape{rows, 1, 11}));
-    const size_t es = dtype_size(dt);
-    int64_t off = 0;
-    for (const Tensor& p : parts) {
-      const int64_t w = p.dim(2);
-      for (int64_t r = 0; r < rows; r++)
-        ASSERT_EQ(std::memcmp(static_cast<const char*>(y.raw()) + (r * 11 + off) * int64_t(es),
-                              static_cast<const char*>(p.raw()) + r * w * int64_t(es), size_t(w) * es),
-                  0)
-            << "row " << r << " part at " << off;
-      off += w;
+  for (DType dt : {DType::f32, DType::f16, DType::i64})
+    for (const std::vector<int64_t>& widths : std::vector<std::vector<int64_t>>{
+             {1, 2, 4, 3, 1}, {2, 1, 3}, {4, 4, 4, 4}, {1, 1, 1}, {2, 2}, {8, 8, 8}}) {
+      SCOPED_TRACE(cat(dtype_name(dt), " widths ", shape_str(widths)));
+      std::vector<Tensor> parts;
+      int64_t total = 0;
+      for (int64_t width : widths) {
+        parts.push_back(
+            test::random_uniform({rows, 1, width}, uint32_t(width + parts.size()), -9, 9).converted(dt));
+        total += width;
+      }
+      Tensor y = run1("Concat", parts, {{"axis", attr_i(2)}});
+      ASSERT_EQ(y.shape(), (Shape{rows, 1, total}));
+      const int64_t es = int64_t(dtype_size(dt));
+      int64_t off = 0;
+      for (const Tensor& p : parts) {
+        const int64_t w = p.dim(2);
+        for (int64_t r = 0; r < rows; r++)
+          ASSERT_EQ(std::memcmp(static_cast<const char*>(y.raw()) + (r * total + off) * es,
+                                static_cast<const char*>(p.raw()) + r * w * es, size_t(w * es)),
+                    0)
+              << "row " << r << " part at " << off;
+        off += w;
+      }
     }
-  }
 }
 
 TEST(TensorOps, SliceMatchesPlainIndexing) {
