@@ -225,6 +225,15 @@ TEST(Elementwise, BinaryBroadcastPathsMatchReference) {
       {{1, 2, 1, 1, 16}, {1, 2, 5, 3, 16}},
       {{1, 40, 28, 28, 8}, {1, 40, 1, 1, 8}},
       {{2, 3, 4, 6}, {2, 3, 1, 6}},  // a row width that does not divide the tile
+      // Short rows with one operand laid out like the output: the other gathered into a tile, the
+      // same for every block or block by block, on either side, across the parallel threshold;
+      // a block that does not divide the tile, and one too large for it.
+      {{1, 37, 3, 4, 4, 2}, {1, 1, 1, 4, 1, 2}},
+      {{1, 1, 1, 4, 1, 2}, {1, 37, 3, 4, 4, 2}},
+      {{1, 37, 1, 4, 1, 2}, {1, 37, 3, 4, 4, 2}},
+      {{1, 2000, 8, 4, 4, 2}, {1, 2000, 1, 4, 1, 2}},
+      {{600, 3, 5}, {600, 1, 5}},
+      {{2, 70, 70, 3}, {2, 1, 70, 3}},
   };
   struct Op {
     const char* name;

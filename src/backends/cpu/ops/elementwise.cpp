@@ -219,6 +219,63 @@ bool binary_repeated_rows(ThreadPool& pool, const Broadcast<2>& bc, const float*
   return true;
 }
 
+// The float32 broadcasts whose innermost row is short and where operand `full` is laid out like
+// the output: GroundingDINO's sampling offsets divided by [1,1,1,4,1,2] over [1,22223,8,4,4,2]
+// collapse to 2.8 million rows of 2. The other operand's values for a run of the output's blocks
+// (the collapsed axes after the first, at most kMaxBlock values) are gathered into a tile of at
+// least kTile values, and the vector loop runs over the whole tile. False where the shapes are
+// not of that form. out may be the full operand.
+template <class Op>
+bool binary_short_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa, const float* pb, float* po,
+                       size_t full) {
+  const RowKernelsF32* vec = row_kernels_f32();
+  constexpr int64_t kTile = 256, kMaxBlock = 4096, kShortRow = 64;
+  const size_t r = bc.rank(), rep = 1 - full;
+  if (!vec || r < 2 || bc.dim(r - 1) >= kShortRow) return false;
+  int64_t block = 1;
+  for (size_t d = 1; d < r; d++) block *= bc.dim(d);
+  if (block > kMaxBlock) return false;
+  // Where the repeated operand's value for each position of a block lies, from the block's start.
+  std::vector<int64_t> at(static_cast<size_t>(block));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t j = 0, off = 0; j < block; j++) {
+    at[size_t(j)] = off;
+    for (size_t d = r - 1; d >= 1; d--) {
+      off += bc.stride(rep, d);
+      if (++idx[d] < bc.dim(d)) break;
+      off -= bc.dim(d) * bc.stride(rep, d);
+      idx[d] = 0;
+    }
+  }
+  const float* p[2] = {pa, pb};
+  const int64_t blocks = bc.dim(0), per_tile = std::max<int64_t>(1, kTile / block), step = bc.stride(rep, 0);
+  const int64_t tiles = (blocks + per_tile - 1) / per_tile;
+  pool.parallel_for(
+      tiles,
+      [&](int64_t t0, int64_t t1) {
+        float tile[kMaxBlock];
+        bool built = false;  // a repeated operand without a stride on the first axis is one tile
+        for (int64_t t = t0; t < t1; t++) {
+          const int64_t b0 = t * per_tile, b1 = std::min(blocks, b0 + per_tile);
+          if (step != 0 || !built)
+            for (int64_t b = b0; b < b1; b++) {
+              const float* v = p[rep] + b * step;
+              float* row = tile + (b - b0) * block;
+              for (int64_t j = 0; j < block; j++) row[j] = v[at[size_t(j)]];
+            }
+          built = true;
+          const int64_t len = (b1 - b0) * block;
+          const float* x = p[full] + b0 * block;
+          if (rep == 1)
+            vec->binary(Op::kF32, x, 1, tile, 1, po + b0 * block, len);
+          else
+            vec->binary(Op::kF32, tile, 1, x, 1, po + b0 * block, len);
+        }
+      },
+      std::max<int64_t>(1, kGrain / (per_tile * block)));
+  return true;
+}
+
 // out = op(a, b) with both operands broadcast to out's shape. out may be a itself.
 template <class A, class B, class R, class Op>
 void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out, const Op& op) {
@@ -240,6 +297,7 @@ void binary_map(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor& out,
   if constexpr (Op::kF32 != BinaryF32::none && std::is_same_v<A, float> && std::is_same_v<B, float> &&
                 std::is_same_v<R, float>) {
     if (binary_repeated_rows<Op>(pool, bc, pa, pb, po)) return;
+    if ((sa == 1 || sb == 1) && binary_short_rows<Op>(pool, bc, pa, pb, po, sa == 1 ? 0 : 1)) return;
   }
   sa = bc.inner_stride(0);
   sb = bc.inner_stride(1);
