@@ -67,6 +67,26 @@ TEST(DetectCli, PrintsTableAndWritesJsonAndPng) {
   EXPECT_EQ(drawn.height, 23);
 }
 
+// --repeat runs the whole detection again on the same session: the same detections each time,
+// every run's time in the JSON, the first as latency_ms; a count out of range is refused.
+TEST(DetectCli, RepeatTimesEveryRunAndKeepsTheDetections) {
+  std::string dir = test::temp_dir("detect_repeat");
+  ASSERT_EQ(run_cli(detect_args(kImage, "--json " + dir + "/once.json")).exit_code, 0);
+  auto r = run_cli(detect_args(kImage, "--repeat 3 --json " + dir + "/d.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("run 3 of 3: "), std::string::npos) << r.output;
+  auto once = nlohmann::json::parse(read_file(dir + "/once.json")),
+       j = nlohmann::json::parse(read_file(dir + "/d.json"));
+  EXPECT_EQ(j["detections"], once["detections"]);
+  ASSERT_EQ(j["repeat_latency_ms"].size(), 3u);
+  EXPECT_EQ(j["latency_ms"], j["repeat_latency_ms"][0]);
+  for (auto& ms : j["repeat_latency_ms"]) EXPECT_GT(ms.get<double>(), 0);
+  EXPECT_FALSE(once.contains("repeat_latency_ms"));
+  auto zero = run_cli(detect_args(kImage, "--repeat 0"));
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_NE(zero.output.find("--repeat"), std::string::npos) << zero.output;
+}
+
 TEST(DetectCli, BadInputsAreClearErrors) {
   std::string dir = test::temp_dir("detect_bad");
   auto missing = run_cli(detect_args(dir + "/nope.png"));
