@@ -219,9 +219,10 @@ bool binary_repeated_rows(ThreadPool& pool, const Broadcast<2>& bc, const float*
   return true;
 }
 
-// The float32 broadcasts whose innermost row is short and where operand `full` is laid out like
-// the output: GroundingDINO's sampling offsets divided by [1,1,1,4,1,2] over [1,22223,8,4,4,2]
-// collapse to 2.8 million rows of 2. The other operand's values for a run of the output's blocks
+// The float32 broadcasts whose innermost row is short (under 16 values, where each row costs more
+// than its arithmetic) and where operand `full` is laid out like the output: GroundingDINO's
+// sampling offsets divided by [1,1,1,4,1,2] over [1,22223,8,4,4,2] collapse to 2.8 million rows
+// of 2. The other operand's values for a run of the output's blocks
 // (the collapsed axes after the first, at most kMaxBlock values) are gathered into a tile of at
 // least kTile values, and the vector loop runs over the whole tile. False where the shapes are
 // not of that form. out may be the full operand.
@@ -229,7 +230,7 @@ template <class Op>
 bool binary_short_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa, const float* pb, float* po,
                        size_t full) {
   const RowKernelsF32* vec = row_kernels_f32();
-  constexpr int64_t kTile = 256, kMaxBlock = 4096, kShortRow = 64;
+  constexpr int64_t kTile = 256, kMaxBlock = 4096, kShortRow = 16;
   const size_t r = bc.rank(), rep = 1 - full;
   if (!vec || r < 2 || bc.dim(r - 1) >= kShortRow) return false;
   int64_t block = 1;
