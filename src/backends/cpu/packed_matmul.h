@@ -5,7 +5,7 @@
 // 6x16 register tile (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B
 // as it is and packs it again on every call, which costs as much as the product itself when A
 // has few rows (BERT's 32 tokens: each weight is read for 32 multiply-adds). Bias, residual and
-// activation follow in one pass (the fused epilogue). A Conv whose kernel tiles the image (a
+// activation (the fused epilogue) run on each block of Y as its job finishes it. A Conv whose kernel tiles the image (a
 // vision transformer's patch embedding) runs on the same product. VLRT_PACKED_MATMUL=0 leaves
 // these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
 #pragma once
