@@ -136,7 +136,7 @@ class PackedMatMul : public PreparedKernel {
       };
       const bool epilogue = bias || z || plan_.act.kind != FusedActivation::none;
       pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
-        packed::products(a.data<float>(), m, k, panels_.data(), n, py, jobs, begin, end,
+        packed::products(a.data<float>(), k, panels_.data(), n, py, jobs, begin, end,
                          epilogue ? &finish : nullptr);
       });
     }
@@ -177,7 +177,7 @@ class PatchConv : public PreparedKernel {
       });
       const packed::ProductJobs jobs(patches, k, n);
       pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
-        packed::products(rows, patches, k, panels_.data(), n, products, jobs, begin, end);
+        packed::products(rows, k, panels_.data(), n, products, jobs, begin, end);
       });
       float* yi = y.data<float>() + img * n * patches;
       pool.parallel_for(n, [&](int64_t begin, int64_t end) {  // [patches, OC] -> [OC, patches], plus the bias

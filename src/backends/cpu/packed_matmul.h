@@ -54,8 +54,8 @@ using FinishBlock = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64
 // precision stays so, widened as it is loaded), for jobs [begin, end) of ProductJobs(m, k, n);
 // then `finish` (may be null) on each job's block.
 template <class W>
-void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y,
-              const ProductJobs& jobs, int64_t begin, int64_t end, const FinishBlock* finish = nullptr);
+void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, const ProductJobs& jobs,
+              int64_t begin, int64_t end, const FinishBlock* finish = nullptr);
 
 }  // namespace packed
 

@@ -12,9 +12,8 @@
 namespace vlrt::packed {
 
 template <class W>
-void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, float* y,
-              const ProductJobs& jobs, int64_t begin, int64_t end, const FinishBlock* finish) {
-  (void)m;
+void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, const ProductJobs& jobs,
+              int64_t begin, int64_t end, const FinishBlock* finish) {
   alignas(32) float tail[6 * 16];
   alignas(64) float widened[kDepthBlock * 16];
   for (int64_t job = begin; job < end; job++) {
@@ -66,12 +65,12 @@ void products(const float* a, int64_t m, int64_t k, const W* panels, int64_t n, 
   }
 }
 
-template void products(const float*, int64_t, int64_t, const float*, int64_t, float*, const ProductJobs&,
-                       int64_t, int64_t, const FinishBlock*);
-template void products(const float*, int64_t, int64_t, const half_t*, int64_t, float*, const ProductJobs&,
-                       int64_t, int64_t, const FinishBlock*);
-template void products(const float*, int64_t, int64_t, const bf16_t*, int64_t, float*, const ProductJobs&,
-                       int64_t, int64_t, const FinishBlock*);
+template void products(const float*, int64_t, const float*, int64_t, float*, const ProductJobs&, int64_t, int64_t,
+                       const FinishBlock*);
+template void products(const float*, int64_t, const half_t*, int64_t, float*, const ProductJobs&, int64_t, int64_t,
+                       const FinishBlock*);
+template void products(const float*, int64_t, const bf16_t*, int64_t, float*, const ProductJobs&, int64_t, int64_t,
+                       const FinishBlock*);
 
 }  // namespace vlrt::packed
 

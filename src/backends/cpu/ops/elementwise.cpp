@@ -222,10 +222,10 @@ bool binary_repeated_rows(ThreadPool& pool, const Broadcast<2>& bc, const float*
 // The float32 broadcasts whose innermost row is short (under 16 values, where each row costs more
 // than its arithmetic) and where operand `full` is laid out like the output: GroundingDINO's
 // sampling offsets divided by [1,1,1,4,1,2] over [1,22223,8,4,4,2] collapse to 2.8 million rows
-// of 2. The other operand's values for a run of the output's blocks
-// (the collapsed axes after the first, at most kMaxBlock values) are gathered into a tile of at
-// least kTile values, and the vector loop runs over the whole tile. False where the shapes are
-// not of that form. out may be the full operand.
+// of 2. The other operand's values for a run of the output's blocks (the collapsed axes after
+// the first, at most kMaxBlock values) are gathered into a tile of at least kTile values, and the
+// vector loop runs over the whole tile. False where the shapes are not of that form. out may be
+// the full operand.
 template <class Op>
 bool binary_short_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa, const float* pb, float* po,
                        size_t full) {
@@ -255,16 +255,17 @@ bool binary_short_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa
       tiles,
       [&](int64_t t0, int64_t t1) {
         float tile[kMaxBlock];
-        bool built = false;  // a repeated operand without a stride on the first axis is one tile
+        auto gather = [&](int64_t b, float* row) {
+          const float* v = p[rep] + b * step;
+          for (int64_t j = 0; j < block; j++) row[j] = v[at[size_t(j)]];
+        };
+        // Without a stride on the first axis the repeated operand is the same for every block: one tile.
+        if (step == 0)
+          for (int64_t i = 0; i < per_tile; i++) gather(0, tile + i * block);
         for (int64_t t = t0; t < t1; t++) {
           const int64_t b0 = t * per_tile, b1 = std::min(blocks, b0 + per_tile);
-          if (step != 0 || !built)
-            for (int64_t b = b0; b < b1; b++) {
-              const float* v = p[rep] + b * step;
-              float* row = tile + (b - b0) * block;
-              for (int64_t j = 0; j < block; j++) row[j] = v[at[size_t(j)]];
-            }
-          built = true;
+          if (step != 0)
+            for (int64_t b = b0; b < b1; b++) gather(b, tile + (b - b0) * block);
           const int64_t len = (b1 - b0) * block;
           const float* x = p[full] + b0 * block;
           if (rep == 1)
