@@ -62,7 +62,6 @@ void detect(const DetectArgs& a) {
     pipeline->run({request.get()});
     pipeline->postprocess(*request);
     rec = pipeline->record(*request);
-    masks.clear();
     if (segmenter) masks = segment::segment_detections(*segmenter, img, rec.detections);
     runs_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

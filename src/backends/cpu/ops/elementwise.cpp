@@ -238,16 +238,9 @@ bool binary_short_rows(ThreadPool& pool, const Broadcast<2>& bc, const float* pa
   if (block > kMaxBlock) return false;
   // Where the repeated operand's value for each position of a block lies, from the block's start.
   std::vector<int64_t> at(static_cast<size_t>(block));
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t j = 0, off = 0; j < block; j++) {
-    at[size_t(j)] = off;
-    for (size_t d = r - 1; d >= 1; d--) {
-      off += bc.stride(rep, d);
-      if (++idx[d] < bc.dim(d)) break;
-      off -= bc.dim(d) * bc.stride(rep, d);
-      idx[d] = 0;
-    }
-  }
+  bc.for_rows(0, block, [&](const std::array<int64_t, 2>& off, int64_t pos, int64_t len) {
+    for (int64_t i = 0; i < len; i++) at[size_t(pos + i)] = off[rep] + i * bc.inner_stride(rep);
+  });
   const float* p[2] = {pa, pb};
   const int64_t blocks = bc.dim(0), per_tile = std::max<int64_t>(1, kTile / block), step = bc.stride(rep, 0);
   const int64_t tiles = (blocks + per_tile - 1) / per_tile;

@@ -161,20 +161,16 @@ void epilogue_f32(ThreadPool& pool, const FusedActivation& act, Tensor& y, const
       return;
     }
   }
-  with_vector_activation(act, [&](const auto& f) {
-    if (!pb) {
-      pool.parallel_for(n, [&](int64_t lo, int64_t hi) { epilogue_span(py + lo, nullptr, pz ? pz + lo : nullptr, hi - lo, f); },
-                        1 << 13);
-      return;
-    }
-    int64_t cols = bias->numel(), rows = cols ? n / cols : 0;
+  if (pb) {  // rows of the bias's length, a chunk of them per task
+    int64_t cols = bias->numel(), count = cols ? n / cols : 0;
     pool.parallel_for(
-        rows,
-        [&](int64_t lo, int64_t hi) {
-          for (int64_t r = lo; r < hi; r++)
-            epilogue_span(py + r * cols, pb, pz ? pz + r * cols : nullptr, cols, f);
-        },
+        count, [&](int64_t lo, int64_t hi) { apply_fused_epilogue_block(act, py, pb, pz, cols, lo, hi, 0, cols); },
         std::max<int64_t>(1, (1 << 13) / std::max<int64_t>(cols, 1)));
+    return;
+  }
+  with_vector_activation(act, [&](const auto& f) {
+    pool.parallel_for(n, [&](int64_t lo, int64_t hi) { epilogue_span(py + lo, nullptr, pz ? pz + lo : nullptr, hi - lo, f); },
+                      1 << 13);
   });
 }
 

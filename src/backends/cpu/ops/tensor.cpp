@@ -24,22 +24,18 @@ constexpr int64_t kTile = 16;
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
 
-// Runs fn(i) for every i in [0, n) in parallel chunks that each move about kChunkBytes.
-template <class F>
-void parallel_items(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn) {
-  int64_t grain = std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, bytes_per_item));
-  pool.parallel_for(
-      n,
-      [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; i++) fn(i);
-      },
-      grain);
-}
-
 // Runs fn(begin, end) on chunks of [0, n) in parallel, each moving about kChunkBytes.
 template <class F>
 void parallel_items_in_chunks(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn) {
   pool.parallel_for(n, fn, std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(1, bytes_per_item)));
+}
+
+// Runs fn(i) for every i in [0, n) in parallel chunks that each move about kChunkBytes.
+template <class F>
+void parallel_items(ThreadPool& pool, int64_t n, int64_t bytes_per_item, F&& fn) {
+  parallel_items_in_chunks(pool, n, bytes_per_item, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i++) fn(i);
+  });
 }
 
 // Rows [begin, end) of a Concat whose parts are each `Bytes` wide a row: every output row is
