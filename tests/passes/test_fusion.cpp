@@ -862,9 +862,9 @@ TEST(Fusion, QuantizeDequantizeJoinsTheConvolutionsOfAQdqModel) {
   std::string c2 = fake_quantize(b, conv(c1, 1, 3), 0.5f, 128);
   b.output(fake_quantize(b, b.node("Add", {c2, a}), 0.25f, 0));
   Compared c = run_both_exact(b.m, {{"x", test::random_multiples({1, 16, 14, 14}, 7, 0.5f, -2, 6)}});
-  EXPECT_EQ(report_of(c),
-            "1 Conv+QuantizeDequantize, 1 Conv+QuantizeDequantize+Add+QuantizeDequantize, "
-            "2 Conv in blocks of 8 channels");
+  EXPECT_EQ(report_of(c), cat("1 Conv+QuantizeDequantize, 1 Conv+QuantizeDequantize+Add+QuantizeDequantize, "
+                              "2 Conv in blocks of ",
+                              CpuBackend(0, 1).conv_channel_block(), " channels"));
   EXPECT_EQ(c.ops["QuantizeLinear"], 1);  // the input's
   EXPECT_EQ(c.ops["vlrt.BlockedConv"], 2);
 }
