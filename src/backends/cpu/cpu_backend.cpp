@@ -114,16 +114,22 @@ std::unique_ptr<KernelState> CpuBackend::prepare(const Node& node, int64_t opset
   return k ? std::make_unique<ResolvedKernel>(k) : nullptr;
 }
 
-int64_t CpuBackend::conv_channel_block() const { return reference_kernels_ ? 0 : onednn_conv_channel_block(); }
+// vlrt's direct, Winograd and depthwise convolutions read blocks of 8 channels, and run on every
+// AVX2 CPU, AVX-512 ones included: on a Zen 4 (AVX-512, 2 threads) they ran mobilenet_v3_large
+// in 4.2 ms and resnet50 in 37.7 ms against 6.5 and 58.5 on oneDNN's blocks of 16. Without
+// them the block is oneDNN's; VLRT_ONEDNN_CONV_LAYOUT=plain or nhwc turns blocks off for both.
+int64_t CpuBackend::conv_channel_block() const {
+  if (reference_kernels_) return 0;
+  int64_t onednn_block = onednn_conv_channel_block();
+  return onednn_block != 0 && direct_conv_available() ? 8 : onednn_block;
+}
 
 bool CpuBackend::reads_half_product_weights() const {
   return !reference_kernels_ && packed_matmul_available();
 }
 
 // The direct and Winograd convolutions take blocks of 8 channels (oneDNN's block on AVX2).
-bool CpuBackend::reads_half_conv_weights() const {
-  return !reference_kernels_ && direct_conv_available() && conv_channel_block() == 8;
-}
+bool CpuBackend::reads_half_conv_weights() const { return !reference_kernels_ && direct_conv_available(); }
 
 void CpuBackend::execute(const Node& node, int64_t opset, KernelState* state,
                          const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
