@@ -1,5 +1,6 @@
-// The packed MatMul (backends/cpu/packed_matmul.h) against the reference kernels: row counts
-// around the 6-row tile and the 48-row job, column counts around the 16-column panel, K of 1 and
+// The packed MatMul (backends/cpu/packed_matmul.h) against the reference kernels, on its AVX2
+// tile and, where the CPU has it, its AVX-512 one: row counts around the 6- and 8-row tiles and
+// the 48-row job, column counts around the 16-column panel, K of 1 and
 // past the 256-deep block, transposed B, batched A, Gemm's bias forms, FusedMatMul's residual and
 // activations; and which nodes it takes.
 #include <gtest/gtest.h>
@@ -38,31 +39,46 @@ void check(const std::string& op, const std::vector<Tensor>& inputs, std::map<st
 
 bool packed_runs_here() { return cpu_isa() >= CpuIsa::avx2; }
 
+// Runs `body` once on each instruction set level of the packed product this CPU has.
+template <class Body>
+void on_each_tile(Body body) {
+  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::avx512}) {
+    if (detected_cpu_isa() < isa) continue;
+    SCOPED_TRACE(cpu_isa_name(isa));
+    CpuIsa before = set_cpu_isa(isa);
+    body();
+    set_cpu_isa(before);
+  }
+}
+
 TEST(CpuPackedMatMul, MatchesTheReferenceOnAwkwardShapes) {
   if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
-  uint32_t seed = 1;
-  for (int64_t m : {1, 5, 7, 48, 49, 100})
-    for (int64_t n : {1, 15, 16, 17, 33})
-      for (int64_t k : {1, 3, 40, 300}) {  // 300: two depth blocks
-        SCOPED_TRACE(cat("m ", m, " n ", n, " k ", k));
-        Tensor a = random_uniform({m, k}, seed++), b = random_uniform({k, n}, seed++),
-               bt = random_uniform({n, k}, seed++), bias = random_uniform({n}, seed++);
-        check("MatMul", {a, b});
-        check("Gemm", {a, bt, bias}, {{"transB", attr_i(1)}});
-        check("Gemm", {a, b, random_uniform({1, n}, seed++)});
-      }
-  Tensor a3 = random_uniform({2, 7, 19}, 3), b = random_uniform({19, 21}, 4), bt = random_uniform({21, 19}, 5),
-         bias = random_uniform({21}, 6), z = random_uniform({2, 7, 21}, 7);
-  check("MatMul", {a3, b});
-  for (const char* act : {"", "Relu", "Gelu", "Tanh", "HardSwish"}) {
-    SCOPED_TRACE(act);
-    std::map<std::string, Attribute> attrs;
-    if (*act) attrs["activation"] = attr_s(act);
-    check("FusedMatMul", {a3, b, bias, z}, attrs);
-    check("FusedMatMul", {a3, b, Tensor(), z}, attrs);
-    attrs["transB"] = attr_i(1);
-    check("FusedMatMul", {a3, bt, bias}, attrs);
-  }
+  on_each_tile([] {
+    uint32_t seed = 1;
+    for (int64_t m : {1, 5, 7, 9, 48, 49, 100})
+      for (int64_t n : {1, 15, 16, 17, 33})
+        for (int64_t k : {1, 3, 40, 300}) {  // 300: two depth blocks
+          SCOPED_TRACE(cat("m ", m, " n ", n, " k ", k));
+          Tensor a = random_uniform({m, k}, seed++), b = random_uniform({k, n}, seed++),
+                 bt = random_uniform({n, k}, seed++), bias = random_uniform({n}, seed++);
+          check("MatMul", {a, b});
+          check("Gemm", {a, bt, bias}, {{"transB", attr_i(1)}});
+          check("Gemm", {a, b, random_uniform({1, n}, seed++)});
+        }
+    Tensor a3 = random_uniform({2, 7, 19}, 3), b = random_uniform({19, 21}, 4),
+           bt = random_uniform({21, 19}, 5), bias = random_uniform({21}, 6),
+           z = random_uniform({2, 7, 21}, 7);
+    check("MatMul", {a3, b});
+    for (const char* act : {"", "Relu", "Gelu", "Tanh", "HardSwish"}) {
+      SCOPED_TRACE(act);
+      std::map<std::string, Attribute> attrs;
+      if (*act) attrs["activation"] = attr_s(act);
+      check("FusedMatMul", {a3, b, bias, z}, attrs);
+      check("FusedMatMul", {a3, b, Tensor(), z}, attrs);
+      attrs["transB"] = attr_i(1);
+      check("FusedMatMul", {a3, bt, bias}, attrs);
+    }
+  });
 }
 
 // An A larger than the last-level cache runs range by range through every panel, with the
@@ -72,8 +88,10 @@ TEST(CpuPackedMatMul, AnALargerThanTheCacheMatchesTheReference) {
   if (!packed_runs_here()) GTEST_SKIP() << "the packed MatMul needs AVX2";
   Tensor a = random_uniform({1, 4100, 300}, 1), b = random_uniform({300, 33}, 2),
          bias = random_uniform({33}, 3), z = random_uniform({1, 4100, 33}, 4);
-  check("MatMul", {a, b});
-  check("FusedMatMul", {a, b, bias, z}, {{"activation", attr_s("Relu")}});
+  on_each_tile([&] {
+    check("MatMul", {a, b});
+    check("FusedMatMul", {a, b, bias, z}, {{"activation", attr_s("Relu")}});
+  });
 }
 
 // Both orders of jobs cover every row of every panel exactly once.

@@ -4,10 +4,11 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "backends/cpu/isa.h"
-#include "backends/cpu/prepare_util.h"
 #include "backends/cpu/ops/fused.h"
+#include "backends/cpu/prepare_util.h"
 #include "core/error.h"
 #include "ops/contrib_semantics.h"
 
@@ -136,8 +137,8 @@ class PackedMatMul : public PreparedKernel {
       };
       const bool epilogue = bias || z || plan_.act.kind != FusedActivation::none;
       pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
-        packed::products(a.data<float>(), k, panels_.data(), n, py, jobs, begin, end,
-                         epilogue ? &finish : nullptr);
+        packed::products_here(a.data<float>(), k, panels_.data(), n, py, jobs, begin, end,
+                              epilogue ? &finish : nullptr);
       });
     }
   }
@@ -177,7 +178,7 @@ class PatchConv : public PreparedKernel {
       });
       const packed::ProductJobs jobs(patches, k, n);
       pool.parallel_for(jobs.count(), [&](int64_t begin, int64_t end) {
-        packed::products(rows, k, panels_.data(), n, products, jobs, begin, end);
+        packed::products_here(rows, k, panels_.data(), n, products, jobs, begin, end);
       });
       float* yi = y.data<float>() + img * n * patches;
       pool.parallel_for(n, [&](int64_t begin, int64_t end) {  // [patches, OC] -> [OC, patches], plus the bias
@@ -213,6 +214,24 @@ void ProductJobs::at(int64_t j, int64_t& panel, int64_t& r0, int64_t& r1) const 
   r0 = range * rows_;
   r1 = std::min(m_, r0 + rows_);
 }
+
+template <class W>
+void products_here(const float* a, int64_t k, const W* panels, int64_t n, float* y, const ProductJobs& jobs,
+                   int64_t begin, int64_t end, const FinishBlock* finish) {
+#if defined(__x86_64__)
+  if constexpr (std::is_same_v<W, float>) {
+    if (cpu_isa() == CpuIsa::avx512) return products_avx512(a, k, panels, n, y, jobs, begin, end, finish);
+  }
+#endif
+  products(a, k, panels, n, y, jobs, begin, end, finish);
+}
+
+template void products_here(const float*, int64_t, const float*, int64_t, float*, const ProductJobs&, int64_t,
+                            int64_t, const FinishBlock*);
+template void products_here(const float*, int64_t, const half_t*, int64_t, float*, const ProductJobs&,
+                            int64_t, int64_t, const FinishBlock*);
+template void products_here(const float*, int64_t, const bf16_t*, int64_t, float*, const ProductJobs&,
+                            int64_t, int64_t, const FinishBlock*);
 
 }  // namespace packed
 

@@ -1,13 +1,12 @@
 // MatMul, Gemm and vlrt.FusedMatMul with a constant float32 B (float16 or bfloat16 for
-// FusedMatMul, which then stays in half precision, half the bytes) on vlrt's own AVX2 product: B is
-// packed once, at prepare, into panels of 16 columns (k rows of 16 floats, the last panel padded
-// with zeros) held in place of the initializer, and each run multiplies A's rows through the
-// 6x16 register tile (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B
-// as it is and packs it again on every call, which costs as much as the product itself when A
-// has few rows (BERT's 32 tokens: each weight is read for 32 multiply-adds). Bias, residual and
-// activation (the fused epilogue) run on each block of Y as its job finishes it. A Conv whose kernel tiles the image (a
-// vision transformer's patch embedding) runs on the same product. VLRT_PACKED_MATMUL=0 leaves
-// these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
+// FusedMatMul, which then stays in half precision, half the bytes) on vlrt's own AVX2 or AVX-512 product: B
+// is packed once, at prepare, into panels of 16 columns (k rows of 16 floats, the last panel padded with
+// zeros) held in place of the initializer, and each run multiplies A's rows through the 6x16 register tile
+// (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B as it is and packs it again on
+// every call, which costs as much as the product itself when A has few rows (BERT's 32 tokens: each weight is
+// read for 32 multiply-adds). Bias, residual and activation (the fused epilogue) run on each block of Y as
+// its job finishes it. A Conv whose kernel tiles the image (a vision transformer's patch embedding) runs on
+// the same product. VLRT_PACKED_MATMUL=0 leaves these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
 #pragma once
 
 #include <functional>
@@ -56,6 +55,14 @@ using FinishBlock = std::function<void(int64_t r0, int64_t r1, int64_t c0, int64
 template <class W>
 void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, const ProductJobs& jobs,
               int64_t begin, int64_t end, const FinishBlock* finish = nullptr);
+// The same for float32 panels on AVX-512 (packed_matmul_avx512.cpp): tiles of 8 rows.
+void products_avx512(const float* a, int64_t k, const float* panels, int64_t n, float* y,
+                     const ProductJobs& jobs, int64_t begin, int64_t end,
+                     const FinishBlock* finish = nullptr);
+// products() on the widest tile this CPU runs (cpu_isa()).
+template <class W>
+void products_here(const float* a, int64_t k, const W* panels, int64_t n, float* y, const ProductJobs& jobs,
+                   int64_t begin, int64_t end, const FinishBlock* finish = nullptr);
 
 }  // namespace packed
 
