@@ -7,6 +7,7 @@
 // hold the loop up, the threads that run take its share.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -62,5 +63,10 @@ class ThreadPool {
   std::atomic<bool> openmp_{false};
   bool openmp_fixed_ = false;  // VLRT_POOL_OPENMP set
 };
+
+// A parallel_for grain: items per chunk so that a chunk does at least ~16K element operations.
+inline int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_item, 1));
+}
 
 }  // namespace vlrt

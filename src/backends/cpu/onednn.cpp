@@ -573,9 +573,9 @@ class IntegerMatMulKernel : public PreparedKernel {
     float a_scale = 1;
     if (plan_.quantize_a) {  // as DynamicQuantizeLinear
       const float* x = in[0]->data<float>();
-      DynamicQuant q = dynamic_quant_params(x, m * k);
+      DynamicQuant q = dynamic_quant_params(x, m * k, pool);
       auto* aq = static_cast<uint8_t*>(t_src.get(size_t(m * k)));
-      for (int64_t i = 0; i < m * k; i++) aq[i] = quantize_value<uint8_t>(x[i] / q.scale, q.zero_point);
+      quantize_to_uint8(x, m * k, q.scale, q.zero_point, aq, pool);
       a = aq;
       a_zp = q.zero_point;
       a_scale = q.scale;
@@ -595,7 +595,7 @@ class IntegerMatMulKernel : public PreparedKernel {
                         {DNNL_ARG_SCRATCHPAD, scratch},
                         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}});
     s.wait();
-    if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc);
+    if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc, pool);
     if (plan_.requantize) {  // as QLinearMatMul's reference kernel: sum * (a_scale * b_scale / y_scale)
       float as = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
       std::vector<double> bs = in[4]->to_double_vector();
@@ -612,21 +612,29 @@ class IntegerMatMulKernel : public PreparedKernel {
       std::vector<double> b = in[4]->to_double_vector();
       bias.assign(b.begin(), b.end());
     }
-    dequantize_columns(acc, n, 0, m, 0, n, scale, bias, out[0]->data<float>());
+    float* y = out[0]->data<float>();
+    pool.parallel_for(
+        m, [&](int64_t r0, int64_t r1) { dequantize_columns(acc, n, r0, r1, 0, n, scale, bias, y); },
+        grain_for(n));
   }
 
  private:
   // acc[i, j] += c[j] * sum_k (A[i, k] - A_zp), wrapping in 32 bits as the products do.
-  void add_column_offsets(const uint8_t* a, int32_t a_zp, int64_t m, int64_t k, int64_t n, int32_t* acc) const {
+  void add_column_offsets(const uint8_t* a, int32_t a_zp, int64_t m, int64_t k, int64_t n, int32_t* acc,
+                          ThreadPool& pool) const {
     const int32_t* c = column_offset_.data();
-#pragma omp parallel for
-    for (int64_t i = 0; i < m; i++) {
-      int64_t row = -a_zp * k;
-      for (int64_t j = 0; j < k; j++) row += a[i * k + j];
-      uint32_t r = uint32_t(row);
-      uint32_t* y = reinterpret_cast<uint32_t*>(acc + i * n);
-      for (int64_t j = 0; j < n; j++) y[j] += uint32_t(c[j]) * r;
-    }
+    pool.parallel_for(
+        m,
+        [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; i++) {
+            int64_t row = -a_zp * k;
+            for (int64_t j = 0; j < k; j++) row += a[i * k + j];
+            uint32_t r = uint32_t(row);
+            uint32_t* y = reinterpret_cast<uint32_t*>(acc + i * n);
+            for (int64_t j = 0; j < n; j++) y[j] += uint32_t(c[j]) * r;
+          }
+        },
+        grain_for(k + n));
   }
 
   IntegerMatMulPlan plan_;

@@ -97,9 +97,6 @@ Stats row_stats(const T* x, int64_t n, double eps) {
   return {mean, 1.0 / std::sqrt(var + eps)};
 }
 
-// Rows per parallel task so that a task covers ~16K elements.
-int64_t grain_for(int64_t row_len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)); }
-
 int64_t prod(const Shape& s, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end; i++) p *= s[i];

@@ -10,6 +10,7 @@
 #include "backends/cpu/integer_gemm.h"
 #include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
+#include "ops/shape_util.h"
 
 namespace vlrt {
 
@@ -264,24 +265,56 @@ void integer_conv(const ConvGeometry& g, const Tensor& x, int32_t x_zp, const Te
   pool.parallel_for(g.batch * g.m, planes);
 }
 
-DynamicQuant dynamic_quant_params(const float* x, int64_t n) {
+namespace {
+
+// The smallest and largest of n values, widened to include 0; NaN is passed over.
+struct Range {
   float lo = 0, hi = 0;
+};
+Range range_with_zero(const float* x, int64_t n) {
+  Range r;
   const RowKernelsF32* row = row_kernels_f32();
   if (row && n > 0) {  // the row's extremes, then 0 as the loop below starts from; NaN: that loop
-    lo = std::min(0.0f, row->min_of(x, n));
-    hi = std::max(0.0f, row->max_of(x, n));
+    r.lo = std::min(0.0f, row->min_of(x, n));
+    r.hi = std::max(0.0f, row->max_of(x, n));
   }
-  if (!row || std::isnan(lo) || std::isnan(hi)) {
-    lo = hi = 0;
+  if (!row || std::isnan(r.lo) || std::isnan(r.hi)) {
+    r.lo = r.hi = 0;
     for (int64_t i = 0; i < n; i++) {
-      lo = std::min(lo, x[i]);
-      hi = std::max(hi, x[i]);
+      r.lo = std::min(r.lo, x[i]);
+      r.hi = std::max(r.hi, x[i]);
     }
   }
+  return r;
+}
+
+DynamicQuant params_of(Range r) {
   DynamicQuant q;
-  q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  q.zero_point = int32_t(std::nearbyint(std::clamp(0.0f - lo / q.scale, 0.0f, 255.0f)));
+  q.scale = r.hi == r.lo ? 1.0f : (r.hi - r.lo) / 255.0f;
+  q.zero_point = int32_t(std::nearbyint(std::clamp(0.0f - r.lo / q.scale, 0.0f, 255.0f)));
   return q;
+}
+
+// Values one thread takes at a time in the pool's versions below.
+constexpr int64_t kQuantizeChunk = int64_t(1) << 16;
+
+}  // namespace
+
+DynamicQuant dynamic_quant_params(const float* x, int64_t n) { return params_of(range_with_zero(x, n)); }
+
+DynamicQuant dynamic_quant_params(const float* x, int64_t n, ThreadPool& pool) {
+  std::vector<Range> parts(size_t(ceil_div(n, kQuantizeChunk)));
+  pool.parallel_for(int64_t(parts.size()), [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; c++)
+      parts[size_t(c)] =
+          range_with_zero(x + c * kQuantizeChunk, std::min(kQuantizeChunk, n - c * kQuantizeChunk));
+  });
+  Range all;  // each part holds 0, so the extremes of the parts are those of the whole
+  for (const Range& r : parts) {
+    all.lo = std::min(all.lo, r.lo);
+    all.hi = std::max(all.hi, r.hi);
+  }
+  return params_of(all);
 }
 
 template <class T>
@@ -306,6 +339,13 @@ template void quantize_floats<uint8_t>(const float*, int64_t, float, int32_t, ui
 template void quantize_floats<int8_t>(const float*, int64_t, float, int32_t, int8_t*);
 template void quantize_floats<uint16_t>(const float*, int64_t, float, int32_t, uint16_t*);
 template void quantize_floats<int16_t>(const float*, int64_t, float, int32_t, int16_t*);
+
+void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8_t* y, ThreadPool& pool) {
+  pool.parallel_for(ceil_div(n, kQuantizeChunk), [&](int64_t b, int64_t e) {
+    int64_t begin = b * kQuantizeChunk, end = std::min(n, e * kQuantizeChunk);
+    quantize_floats(x + begin, end - begin, scale, zp, y + begin);
+  });
+}
 template void dequantize_values<uint8_t>(const uint8_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);

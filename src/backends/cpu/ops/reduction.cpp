@@ -54,10 +54,6 @@ T from_double(double v) {
   }
 }
 
-int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(work_per_item, 1));
-}
-
 // ---- Reduce* ------------------------------------------------------------------------
 
 enum class RK { sum, mean, max, min, prod, l1, l2, log_sum, log_sum_exp, sum_square };

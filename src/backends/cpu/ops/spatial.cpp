@@ -14,11 +14,6 @@ namespace vlrt {
 
 namespace {
 
-// Items per parallel_for chunk so that a chunk does at least ~16K element operations.
-int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_item));
-}
-
 std::vector<int64_t> ints_or(const Node& n, const char* name, size_t len, int64_t fallback) {
   std::vector<int64_t> v = n.attr_ints(name);
   if (v.empty()) v.assign(len, fallback);
