@@ -40,6 +40,9 @@ class ProductJobs {
   int64_t count() const { return panels_ * ranges_; }
   // Job j's panel and rows [r0, r1).
   void at(int64_t j, int64_t& panel, int64_t& r0, int64_t& r1) const;
+  // Whether job j + 1 reads panel p + 1 after job j read panel p (not so when the panel's next
+  // range of rows comes next).
+  bool next_panel_follows() const { return by_range_ || ranges_ == 1; }
 
  private:
   int64_t m_, panels_, rows_, ranges_;
