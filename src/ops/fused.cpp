@@ -16,6 +16,11 @@
 //   Y = Transpose(Softmax(scale * q k^T + Mask, axis -1) v, out_perm)
 //   Mask (optional, additive) broadcasts to the scores [b..., Sq, Sk]. Attribute scale (float,
 //   required). The permutations let the op read the heads out of [B, S, H, D] without a copy.
+//
+// vlrt.WeightedSum(A, W) -> Y
+//   Y = ReduceSum(Mul(A, W), axes = [-1], keepdims): float32 A and W of one rank and the same last
+//   axis, the others broadcasting as Mul's. Attribute keepdims (1). Multi-scale deformable
+//   attention's sum of its sampled values by their attention weights, without the product tensor.
 #include "ops/contrib_semantics.h"
 #include "ops/fused_semantics.h"
 #include "ops/op_schema.h"
@@ -51,6 +56,18 @@ void infer_fused_matmul(InferContext& ctx) {
     VLRT_CHECK(ctx.input_shape(3) == y, "Z (added before the activation) must have the output's shape ",
                shape_str(y), ", got ", shape_str(ctx.input_shape(3)));
   ctx.set_output(0, t, y);
+}
+
+void infer_weighted_sum(InferContext& ctx) {
+  VLRT_CHECK(ctx.input_dtype(0) == DType::f32 && ctx.input_dtype(1) == DType::f32,
+             "A and W must be float32, got ", dtype_name(ctx.input_dtype(0)), " and ",
+             dtype_name(ctx.input_dtype(1)));
+  const Shape &a = ctx.input_shape(0), &w = ctx.input_shape(1);
+  VLRT_CHECK(!a.empty() && a.size() == w.size() && a.back() == w.back(),
+             "A and W must have one rank and the same last axis, got ", shape_str(a), " and ", shape_str(w));
+  Shape y = broadcast_shapes(Shape(a.begin(), a.end() - 1), Shape(w.begin(), w.end() - 1));
+  if (ctx.node.attr_int("keepdims", 1)) y.push_back(1);
+  ctx.set_output(0, DType::f32, y);
 }
 
 void infer_attention(InferContext& ctx) {
@@ -137,6 +154,7 @@ AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, cons
 void register_fused_schemas(SchemaTable& t) {
   t["vlrt.FusedMatMul"] = {infer_fused_matmul, 2, 4};
   t["vlrt.Attention"] = {infer_attention, 3, 4};
+  t["vlrt.WeightedSum"] = {infer_weighted_sum, 2, 2};
 }
 
 }  // namespace vlrt

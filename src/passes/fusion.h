@@ -1,7 +1,7 @@
 // Fusion: rewrites chains of nodes into one node whose kernel makes one pass over memory
 // (Conv+BatchNormalization and per-channel Mul/Add folded, Conv+Add+activation as FusedConv,
 // MatMul/Gemm+bias+activation as vlrt.FusedMatMul, LayerNormalization, Gelu and HardSwish
-// subgraphs, scaled dot-product attention,
+// subgraphs, scaled dot-product attention, a Mul summed over its last axis as vlrt.WeightedSum,
 // dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul).
 // Every fused op has a CPU reference kernel; the fused graph computes what the original did.
 #pragma once
@@ -30,6 +30,8 @@ struct FusionOptions {
   // x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x) as HardSwish.
   bool hard_swish = true;
   bool attention = true;
+  // ReduceSum over the last axis of a Mul as vlrt.WeightedSum.
+  bool weighted_sum = true;
   // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul.
   bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).

@@ -105,6 +105,7 @@ void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
 void fuse_gelu(FusionGraph& g, FusionCounts& counts);
 void fuse_hard_swish(FusionGraph& g, FusionCounts& counts);
 void fuse_attention(FusionGraph& g, FusionCounts& counts);
+void fuse_weighted_sum(FusionGraph& g, FusionCounts& counts);
 // Not a fusion but run with them, last: runs of convolutions keep their activations in blocks
 // of `block` channels (conv_layout.cpp).
 void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);

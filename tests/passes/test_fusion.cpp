@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
 #include "exec/session.h"
 #include "op_test_util.h"
 
@@ -495,6 +496,57 @@ TEST(Fusion, ScoresWithAnotherUserAreNotFused) {
   b.output(s);
   Compared c = run_both(b.m, {{"q", random_uniform({2, 4, 8}, 1)}, {"k", random_uniform({2, 8, 4}, 2)}});
   EXPECT_EQ(c.ops["Softmax"], 1);
+}
+
+// ---- Weighted sum ----------------------------------------------------------------------------
+
+// ReduceSum(Mul(A, W)) over the last axis becomes vlrt.WeightedSum, with broadcasting on the
+// other axes (deformable attention's weights [N, 1, Q, K] over its samples [N, D, Q, K]), the axis
+// given as an input or, before opset 13, as an attribute, negative or not, keepdims either way, a
+// summed axis of 17 (not a whole number of vectors) and a scalar result; on every instruction set
+// level the CPU has. A product broadcast along the summed axis, a sum over another axis and a
+// product something else reads stay as they are.
+TEST(Fusion, ASumOfProductsOverTheLastAxisBecomesAWeightedSum) {
+  auto build = [](int64_t opset) {
+    Builder b;
+    b.m.opsets[""] = opset;
+    std::string x = b.input("x", {2, 3, 5, 17}), w = b.input("w", {2, 1, 5, 17}),
+                wl = b.input("wl", {2, 3, 5, 1}), v = b.input("v", {33}, false),
+                u = b.input("u", {33}, false);
+    auto sum = [&](const std::string& product, int64_t axis, int64_t keepdims) {
+      if (opset >= 13)
+        return b.node("ReduceSum", {product, b.constant(Tensor::from_vector<int64_t>({axis}, {1}))},
+                      {{"keepdims", attr_i(keepdims)}});
+      return b.node("ReduceSum", {product}, {{"axes", attr_ints({axis})}, {"keepdims", attr_i(keepdims)}});
+    };
+    b.output(sum(b.node("Mul", {x, w}), -1, 0));  // fused
+    b.output(sum(b.node("Mul", {w, x}), 3, 1));   // fused
+    b.output(sum(b.node("Mul", {v, u}), 0, 0));   // fused, a scalar
+    b.output(sum(b.node("Mul", {x, wl}), -1, 0));
+    b.output(sum(b.node("Mul", {x, w}), 2, 0));
+    std::string read_twice = b.node("Mul", {x, w});
+    b.output(sum(read_twice, -1, 1));
+    b.output(read_twice);
+    return b.m;
+  };
+  TensorMap inputs = {{"x", random_uniform({2, 3, 5, 17}, 1)},
+                      {"w", random_uniform({2, 1, 5, 17}, 2)},
+                      {"wl", random_uniform({2, 3, 5, 1}, 3)},
+                      {"v", random_uniform({33}, 4)},
+                      {"u", random_uniform({33}, 5)}};
+  for (CpuIsa isa : {CpuIsa::plain, CpuIsa::avx2, CpuIsa::avx512}) {
+    if (isa > detected_cpu_isa()) continue;
+    SCOPED_TRACE(cpu_isa_name(isa));
+    CpuIsa before = set_cpu_isa(isa);
+    for (int64_t opset : {11, 18}) {
+      SCOPED_TRACE(cat("opset ", opset));
+      Compared c = run_both(build(opset), inputs);
+      EXPECT_EQ(report_of(c), "3 Mul+ReduceSum");
+      EXPECT_EQ(c.ops["vlrt.WeightedSum"], 3);
+      EXPECT_EQ(c.ops["ReduceSum"], 3);
+    }
+    set_cpu_isa(before);
+  }
 }
 
 // ---- Channel-blocked layout ----------------------------------------------------------------

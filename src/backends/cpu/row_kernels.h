@@ -66,6 +66,9 @@ struct RowKernelsF32 {
   // fma(a[i], ra, fma(b[i], rb, fixed)))), or with b_first fma(b[i], rb, fma(a[i], ra, fixed)).
   void (*qlinear_add_8bit)(const void* a, const void* b, float ra, float rb, float fixed, bool b_first,
                            bool is_signed, void* c, int64_t n);
+
+  // y[i] = sum over j < k of a[i * sa + j] * b[i * sb + j], for i < n (vlrt.WeightedSum's rows).
+  void (*dot_rows)(const float* a, int64_t sa, const float* b, int64_t sb, int64_t k, float* y, int64_t n);
 };
 
 // The table of the level cpu_isa() names; nullptr at CpuIsa::plain.

@@ -342,11 +342,53 @@ void attention_kernel(KernelContext& ctx) {
   });
 }
 
+// Each output value is one row of A against one row of W; the rows of the output's last axis are
+// taken as runs, each operand advancing by its stride along that axis.
+void weighted_sum_kernel(KernelContext& ctx) {
+  const Tensor &a = ctx.input(0), &w = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  const Shape a_rows(a.shape().begin(), a.shape().end() - 1), w_rows(w.shape().begin(), w.shape().end() - 1);
+  const int64_t k = a.shape().back();
+  const Shape rows = broadcast_shapes(a_rows, w_rows);
+  if (shape_numel(rows) == 0) return;
+  std::vector<int64_t> sa = broadcast_strides(a_rows, rows), sw = broadcast_strides(w_rows, rows);
+  for (int64_t& s : sa) s *= k;
+  for (int64_t& s : sw) s *= k;
+  // The last axis of rows as runs; a scalar output is one run of one.
+  const int64_t run = rows.empty() ? 1 : rows.back(), a_step = rows.empty() ? 0 : sa.back(),
+                w_step = rows.empty() ? 0 : sw.back();
+  const Shape outer(rows.begin(), rows.end() - (rows.empty() ? 0 : 1));
+  sa.resize(outer.size());
+  sw.resize(outer.size());
+  const float *pa = a.data<float>(), *pw = w.data<float>();
+  float* py = y.data<float>();
+  const RowKernelsF32* vec = row_kernels_f32();
+  ctx.pool.parallel_for(
+      shape_numel(rows) / run,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; r++) {
+          const float *ar = pa + batch_offset(r, outer, sa), *wr = pw + batch_offset(r, outer, sw);
+          float* yr = py + r * run;
+          if (vec) {
+            vec->dot_rows(ar, a_step, wr, w_step, k, yr, run);
+            continue;
+          }
+          for (int64_t i = 0; i < run; i++) {
+            float s = 0;
+            for (int64_t j = 0; j < k; j++) s += ar[i * a_step + j] * wr[i * w_step + j];
+            yr[i] = s;
+          }
+        }
+      },
+      grain_for(run * k));
+}
+
 }  // namespace
 
 void register_fused_kernels(CpuKernelTable& t) {
   t["vlrt.FusedMatMul"] = {fused_matmul_kernel};
   t["vlrt.Attention"] = {attention_kernel};
+  t["vlrt.WeightedSum"] = {weighted_sum_kernel};
 }
 
 }  // namespace vlrt
