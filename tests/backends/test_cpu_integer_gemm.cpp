@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "backends/cpu/integer_gemm.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/ops/quantization.h"
 #include "backends/cpu/packed_integer.h"
 #include "core/reference_mode.h"
 #include "op_test_util.h"
@@ -255,6 +257,9 @@ TEST(CpuIntegerGemm, QuantizingLoopsMatchPlain) {
     }
     Tensor finite = test::random_uniform({n}, uint32_t(n) + 1, -3.f, 7.f);
     expect_levels_equal("DynamicQuantizeLinear", "DynamicQuantizeLinear", {finite});
+    Tensor with_nan = finite;  // the range passes over NaN at every level
+    with_nan.data<float>()[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    expect_levels_equal("DynamicQuantizeLinear with NaN", "DynamicQuantizeLinear", {with_nan});
   }
   // Per axis: one scale and zero point per channel.
   Tensor x = probing_floats(3 * 4 * 5, 0.1f, 77);
@@ -264,6 +269,26 @@ TEST(CpuIntegerGemm, QuantizingLoopsMatchPlain) {
   expect_levels_equal("DequantizeLinear per axis", "DequantizeLinear",
                       {random_8bit({3, 4, 5}, 78, DType::i8), test::f32({0.1f, 0.2f, 0.05f, 1.f}, {4}),
                        Tensor::from_vector<int8_t>({0, -128, 127, 7}, {4})});
+}
+
+// A product's A quantized on the pool's threads (onednn.cpp's DynamicQuantizeMatMul), in chunks of
+// 64K values: the range and the bytes are those of the one-thread loops, with the extremes in two
+// other chunks than the first and a NaN in the first, which the range passes over.
+TEST(CpuIntegerGemm, DynamicQuantizationOnThePoolMatchesOneThread) {
+  const int64_t n = 3 * 65536 + 5;
+  Tensor x = test::random_uniform({n}, 5, -2.f, 3.f);
+  float* v = x.data<float>();
+  v[70000] = -11.5f;
+  v[n - 2] = 17.25f;
+  v[3] = std::numeric_limits<float>::quiet_NaN();
+  DynamicQuant one = dynamic_quant_params(v, n), pooled = dynamic_quant_params(v, n, test::test_pool());
+  EXPECT_EQ(pooled.scale, one.scale);
+  EXPECT_EQ(pooled.zero_point, one.zero_point);
+  EXPECT_EQ(one.scale, (17.25f + 11.5f) / 255.0f);
+  std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  quantize_floats(v, n, one.scale, one.zero_point, want.data());
+  quantize_to_uint8(v, n, one.scale, one.zero_point, got.data(), test::test_pool());
+  EXPECT_EQ(got, want);
 }
 
 TEST(CpuIntegerGemm, QLinearAddAndRequantizationMatchPlain) {

@@ -2,11 +2,12 @@
 // FusedMatMul, which then stays in half precision, half the bytes) on vlrt's own AVX2 or AVX-512 product: B
 // is packed once, at prepare, into panels of 16 columns (k rows of 16 floats, the last panel padded with
 // zeros) held in place of the initializer, and each run multiplies A's rows through the 6x16 register tile
-// (gemm_tile_avx2.h) without repacking anything. oneDNN's AVX2 matmul reads B as it is and packs it again on
-// every call, which costs as much as the product itself when A has few rows (BERT's 32 tokens: each weight is
-// read for 32 multiply-adds). Bias, residual and activation (the fused epilogue) run on each block of Y as
-// its job finishes it. A Conv whose kernel tiles the image (a vision transformer's patch embedding) runs on
-// the same product. VLRT_PACKED_MATMUL=0 leaves these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
+// (gemm_tile_avx2.h), or on AVX-512 an 8x16 one (packed_matmul_avx512.cpp), without repacking anything.
+// oneDNN's AVX2 matmul reads B as it is and packs it again on every call, which costs as much as the product
+// itself when A has few rows (BERT's 32 tokens: each weight is read for 32 multiply-adds). Bias, residual and
+// activation (the fused epilogue) run on each block of Y as its job finishes it. A Conv whose kernel tiles
+// the image (a vision transformer's patch embedding) runs on the same product. VLRT_PACKED_MATMUL=0 leaves
+// these nodes to oneDNN; not under VLRT_REFERENCE_KERNELS.
 #pragma once
 
 #include <functional>

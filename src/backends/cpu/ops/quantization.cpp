@@ -273,17 +273,15 @@ struct Range {
 };
 Range range_with_zero(const float* x, int64_t n) {
   Range r;
-  const RowKernelsF32* row = row_kernels_f32();
-  if (row && n > 0) {  // the row's extremes, then 0 as the loop below starts from; NaN: that loop
-    r.lo = std::min(0.0f, row->min_of(x, n));
-    r.hi = std::max(0.0f, row->max_of(x, n));
+  if (const RowKernelsF32* row = row_kernels_f32(); row && n > 0) {
+    // The row's extremes, then 0 as the loop below starts from. They are NaN when the row holds
+    // one (checked before 0 joins them: std::min(0, NaN) is 0); then the loop, which passes over it.
+    const float lo = row->min_of(x, n), hi = row->max_of(x, n);
+    if (!std::isnan(lo) && !std::isnan(hi)) return {std::min(0.0f, lo), std::max(0.0f, hi)};
   }
-  if (!row || std::isnan(r.lo) || std::isnan(r.hi)) {
-    r.lo = r.hi = 0;
-    for (int64_t i = 0; i < n; i++) {
-      r.lo = std::min(r.lo, x[i]);
-      r.hi = std::max(r.hi, x[i]);
-    }
+  for (int64_t i = 0; i < n; i++) {
+    r.lo = std::min(r.lo, x[i]);
+    r.hi = std::max(r.hi, x[i]);
   }
   return r;
 }
@@ -339,6 +337,10 @@ template void quantize_floats<uint8_t>(const float*, int64_t, float, int32_t, ui
 template void quantize_floats<int8_t>(const float*, int64_t, float, int32_t, int8_t*);
 template void quantize_floats<uint16_t>(const float*, int64_t, float, int32_t, uint16_t*);
 template void quantize_floats<int16_t>(const float*, int64_t, float, int32_t, int16_t*);
+template void dequantize_values<uint8_t>(const uint8_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
+template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
 
 void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8_t* y, ThreadPool& pool) {
   pool.parallel_for(ceil_div(n, kQuantizeChunk), [&](int64_t b, int64_t e) {
@@ -346,10 +348,6 @@ void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8
     quantize_floats(x + begin, end - begin, scale, zp, y + begin);
   });
 }
-template void dequantize_values<uint8_t>(const uint8_t*, int64_t, int32_t, float, float*);
-template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, float*);
-template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
-template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
 
 void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                         const std::vector<float>& scale, const std::vector<float>& bias, float* out) {
