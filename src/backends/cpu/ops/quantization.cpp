@@ -349,21 +349,30 @@ void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8
   });
 }
 
+namespace {
+
+// One row of dequantize_columns: o = float(a) * (s ? s[j] : s0), then o += b where b is given. Its
+// own pointers, none aliasing another, so that the per-column loop is vectorized too.
+void dequantize_row(const int32_t* __restrict a, const float* __restrict s, float s0,
+                    const float* __restrict b, float* __restrict o, int64_t n) {
+  if (s) {
+    for (int64_t j = 0; j < n; j++) o[j] = float(a[j]) * s[j];
+  } else {
+    for (int64_t j = 0; j < n; j++) o[j] = float(a[j]) * s0;
+  }
+  // A loop of its own: the compiler may not contract the product and the sum into one FMA.
+  if (b)
+    for (int64_t j = 0; j < n; j++) o[j] += b[j];
+}
+
+}  // namespace
+
 void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                         const std::vector<float>& scale, const std::vector<float>& bias, float* out) {
-  for (int64_t r = r0; r < r1; r++) {
-    const int32_t* a = acc + r * ld;
-    float* o = out + r * ld;
-    if (scale.size() == 1) {
-      const float s = scale[0];
-      for (int64_t j = c0; j < c1; j++) o[j] = float(a[j]) * s;
-    } else {
-      for (int64_t j = c0; j < c1; j++) o[j] = float(a[j]) * scale[size_t(j)];
-    }
-    // A loop of its own: the compiler may not contract the product and the sum into one FMA.
-    if (!bias.empty())
-      for (int64_t j = c0; j < c1; j++) o[j] += bias[size_t(j)];
-  }
+  const bool one_scale = scale.size() == 1;
+  for (int64_t r = r0; r < r1; r++)
+    dequantize_row(acc + r * ld + c0, one_scale ? nullptr : scale.data() + c0, scale[0],
+                   bias.empty() ? nullptr : bias.data() + c0, out + r * ld + c0, c1 - c0);
 }
 
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
