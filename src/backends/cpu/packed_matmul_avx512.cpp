@@ -32,9 +32,9 @@ inline void fma_broadcast(__m512& acc, const float* a, __m512 b) {
 template <int Rows, bool Accumulate>
 void tile(const float* a, int64_t lda, const float* b, int64_t depth, float* c, int64_t ldc, __mmask16 mask,
           const float* prefetch) {
-  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0, c8 = c0,
-         c9 = c0, c10 = c0, c11 = c0;
-#define VLRT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+  static_assert(Rows <= kTileRows, "the tile names kTileRows accumulators");
+  __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+#define VLRT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
   if constexpr (Accumulate) {
 #define VLRT_LOAD(r) \
   if constexpr (Rows > r) c##r = _mm512_maskz_loadu_ps(mask, c + r * ldc);
