@@ -3,7 +3,7 @@
 // broadcast, so a step of an 8-row tile is one load and 8 instructions (the AVX2 tile: two
 // loads, 6 broadcasts and 12 multiply-adds for 6 rows). Tiles of 12 rows ran vit_b_16 10%
 // slower than the AVX2 tile on a Zen 4 (GCC keeps their 12 row addresses partly in vector
-// registers); 8 rows was level there and 6% faster on bert_base, 9% on a [384,768]x[768,3072].
+// registers); 8 rows was level there and 6% faster on bert_base, 8% on a [384,768]x[768,3072].
 #include "backends/cpu/packed_matmul.h"
 
 #if defined(__x86_64__)
@@ -84,7 +84,7 @@ void products_avx512(const float* a, int64_t k, const float* panels, int64_t n, 
       // The first tile also fetches the slice that comes next (the panel's next depth block, or
       // the next panel's first when the next job reads it), so that its first tile does not wait
       // for memory where the weights do not fit in the cache (BERT's 340 MB of panels for 32 rows
-      // of A: 7% faster at one thread).
+      // of A: 3 to 7% faster at one thread in two alternating runs).
       const bool fetch_next =
           (k0 + depth < k || jobs.next_panel_follows()) && (panels_end - b) / 16 >= 2 * depth;
       for (int64_t t = 0, r = r0; t < split.tiles; t++) {
