@@ -271,7 +271,7 @@ TEST(CpuIntegerGemm, QuantizingLoopsMatchPlain) {
                        Tensor::from_vector<int8_t>({0, -128, 127, 7}, {4})});
 }
 
-// A product's A quantized on the pool's threads (onednn.cpp's DynamicQuantizeMatMul), in chunks of
+// DynamicQuantizeLinear on the pool's threads (its kernel, and A of a DynamicQuantizeMatMul), in chunks of
 // 64K values: the range and the bytes are those of the one-thread loops, with the extremes in two
 // other chunks than the first and a NaN in the first, which the range passes over.
 TEST(CpuIntegerGemm, DynamicQuantizationOnThePoolMatchesOneThread) {
@@ -281,13 +281,13 @@ TEST(CpuIntegerGemm, DynamicQuantizationOnThePoolMatchesOneThread) {
   v[70000] = -11.5f;
   v[n - 2] = 17.25f;
   v[3] = std::numeric_limits<float>::quiet_NaN();
-  DynamicQuant one = dynamic_quant_params(v, n), pooled = dynamic_quant_params(v, n, test::test_pool());
+  std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  DynamicQuant one = dynamic_quant_params(v, n),
+               pooled = dynamic_quantize(v, n, got.data(), test::test_pool());
   EXPECT_EQ(pooled.scale, one.scale);
   EXPECT_EQ(pooled.zero_point, one.zero_point);
   EXPECT_EQ(one.scale, (17.25f + 11.5f) / 255.0f);
-  std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
   quantize_floats(v, n, one.scale, one.zero_point, want.data());
-  quantize_to_uint8(v, n, one.scale, one.zero_point, got.data(), test::test_pool());
   EXPECT_EQ(got, want);
 }
 

@@ -573,9 +573,8 @@ class IntegerMatMulKernel : public PreparedKernel {
     float a_scale = 1;
     if (plan_.quantize_a) {  // as DynamicQuantizeLinear
       const float* x = in[0]->data<float>();
-      DynamicQuant q = dynamic_quant_params(x, m * k, pool);
       auto* aq = static_cast<uint8_t*>(t_src.get(size_t(m * k)));
-      quantize_to_uint8(x, m * k, q.scale, q.zero_point, aq, pool);
+      DynamicQuant q = dynamic_quantize(x, m * k, aq, pool);
       a = aq;
       a_zp = q.zero_point;
       a_scale = q.scale;

@@ -300,7 +300,7 @@ constexpr int64_t kQuantizeChunk = int64_t(1) << 16;
 
 DynamicQuant dynamic_quant_params(const float* x, int64_t n) { return params_of(range_with_zero(x, n)); }
 
-DynamicQuant dynamic_quant_params(const float* x, int64_t n, ThreadPool& pool) {
+DynamicQuant dynamic_quantize(const float* x, int64_t n, uint8_t* y, ThreadPool& pool) {
   std::vector<Range> parts(size_t(ceil_div(n, kQuantizeChunk)));
   pool.parallel_for(int64_t(parts.size()), [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; c++)
@@ -312,7 +312,12 @@ DynamicQuant dynamic_quant_params(const float* x, int64_t n, ThreadPool& pool) {
     all.lo = std::min(all.lo, r.lo);
     all.hi = std::max(all.hi, r.hi);
   }
-  return params_of(all);
+  const DynamicQuant q = params_of(all);
+  pool.parallel_for(int64_t(parts.size()), [&](int64_t b, int64_t e) {
+    int64_t begin = b * kQuantizeChunk, end = std::min(n, e * kQuantizeChunk);
+    quantize_floats(x + begin, end - begin, q.scale, q.zero_point, y + begin);
+  });
+  return q;
 }
 
 template <class T>
@@ -341,13 +346,6 @@ template void dequantize_values<uint8_t>(const uint8_t*, int64_t, int32_t, float
 template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
-
-void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8_t* y, ThreadPool& pool) {
-  pool.parallel_for(ceil_div(n, kQuantizeChunk), [&](int64_t b, int64_t e) {
-    int64_t begin = b * kQuantizeChunk, end = std::min(n, e * kQuantizeChunk);
-    quantize_floats(x + begin, end - begin, scale, zp, y + begin);
-  });
-}
 
 namespace {
 
@@ -472,8 +470,7 @@ void dequantize_linear_kernel(KernelContext& ctx) {
 
 void dynamic_quantize_linear_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  DynamicQuant q = dynamic_quant_params(x.data<float>(), x.numel());
-  quantize_floats(x.data<float>(), x.numel(), q.scale, q.zero_point, ctx.output(0).data<uint8_t>());
+  DynamicQuant q = dynamic_quantize(x.data<float>(), x.numel(), ctx.output(0).data<uint8_t>(), ctx.pool);
   if (ctx.has_output(1)) ctx.output(1).data<float>()[0] = q.scale;
   if (ctx.has_output(2)) ctx.output(2).data<uint8_t>()[0] = uint8_t(q.zero_point);
 }

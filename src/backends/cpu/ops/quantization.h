@@ -68,8 +68,10 @@ struct DynamicQuant {
   int32_t zero_point = 0;
 };
 DynamicQuant dynamic_quant_params(const float* x, int64_t n);
-// The same over the pool's threads (the same result: the extremes do not depend on the order).
-DynamicQuant dynamic_quant_params(const float* x, int64_t n, ThreadPool& pool);
+// DynamicQuantizeLinear of n values: their parameters, and y[i] = quantize_value<uint8_t>(x[i] /
+// scale, zero point). On the pool's threads, in chunks: the same result as one thread (the
+// extremes do not depend on the order).
+DynamicQuant dynamic_quantize(const float* x, int64_t n, uint8_t* y, ThreadPool& pool);
 
 // y[i] = quantize_value<T>(x[i] / scale, zp) over n values, through the row kernels' vector loop
 // for 8-bit T where the CPU level has one; and back: y[i] = float(x[i] - zp) * scale.
@@ -77,8 +79,6 @@ template <class T>
 void quantize_floats(const float* x, int64_t n, float scale, int32_t zp, T* y);
 template <class T>
 void dequantize_values(const T* x, int64_t n, int32_t zp, float scale, float* y);
-// quantize_floats to uint8 over the pool's threads.
-void quantize_to_uint8(const float* x, int64_t n, float scale, int32_t zp, uint8_t* y, ThreadPool& pool);
 
 // out[r, j] = float(acc[r, j]) * scale[j] (+ bias[j]) over rows [r0, r1) and columns [c0, c1) of
 // acc and out, whose rows are ld apart; scale holds one value or one per column, bias none or one

@@ -267,9 +267,8 @@ void matmul_integer_to_float_kernel(KernelContext& ctx) {
 // A is quantized to uint8 as DynamicQuantizeLinear does, then multiplied in integers.
 void dynamic_quantize_matmul_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
-  DynamicQuant q = dynamic_quant_params(a.data<float>(), a.numel());
   Tensor aq(DType::u8, a.shape());
-  quantize_floats(a.data<float>(), a.numel(), q.scale, q.zero_point, aq.data<uint8_t>());
+  DynamicQuant q = dynamic_quantize(a.data<float>(), a.numel(), aq.data<uint8_t>(), ctx.pool);
   integer_matmul_to_float(ctx, aq, {q.zero_point}, q.scale, 2, 3, 4, ctx.output(0));
 }
 
