@@ -549,6 +549,27 @@ TEST(Fusion, ASumOfProductsOverTheLastAxisBecomesAWeightedSum) {
   }
 }
 
+// vlrt.WeightedSum refuses operands it does not define, naming what they must be.
+TEST(Fusion, AWeightedSumOfMismatchedOperandsIsRefused) {
+  auto run = [](const Tensor& a, const Tensor& w) {
+    Node n = test::make_node("WeightedSum", 2, 1, {});
+    n.domain = "vlrt";
+    run_node_cpu(n, 18, {&a, &w}, test::test_pool());
+  };
+  auto expect_error = [&](const Tensor& a, const Tensor& w, const std::string& text) {
+    try {
+      run(a, w);
+      ADD_FAILURE() << "no error; expected one mentioning '" << text << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_error(random_uniform({2, 5}, 1), random_uniform({2, 4}, 2),
+               "the same last axis, got [2,5] and [2,4]");
+  expect_error(random_uniform({2, 5}, 1), random_uniform({5}, 2), "one rank");
+  expect_error(random_uniform({2, 5}, 1), Tensor::zeros(DType::i32, {2, 5}), "A and W must be float32");
+}
+
 // ---- Channel-blocked layout ----------------------------------------------------------------
 
 // A run of convolutions keeps its activations in blocks: the residual read blocked, one
