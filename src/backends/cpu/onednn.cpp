@@ -284,19 +284,24 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   return p;
 }
 
-
 // MatMulInteger(A uint8, B a constant int8 or uint8 [K, N], A_zp one value, B_zp constant) and
 // com.microsoft DynamicQuantizeMatMul (A float32, quantized on the fly as DynamicQuantizeLinear
 // does; the product dequantized with per-tensor or per-column B scales and a bias): a u8s8s32
 // matmul whose A zero point is a runtime value of the primitive. oneDNN takes int8 weights
 // without zero points; B - B_zp = B8 + c with B8 = B - 128 (uint8 B) or B (int8 B), so
 // (A - A_zp)(B - B_zp) = (A - A_zp) B8 + c[j] * rowsum(A - A_zp), c[j] = 128 - B_zp[j] or -B_zp[j],
-// the second term added after the matmul where c is not all 0.
+// the second term added after the matmul where c is not all 0. Where c is all 0, oneDNN also
+// dequantizes DynamicQuantizeMatMul's product: float(sum) * (A_scale * B_scale[j]), then + bias[j],
+// the same two roundings as the reference kernel, written as float32 straight into the output.
 struct IntegerMatMulPlan {
   dnnl::matmul::primitive_desc pd;
-  memory::desc a, w, y;  // y: int32, the node's output or (quantize_a, requantize) a scratch accumulator
+  memory::desc a, w,
+      y;  // y: int32 (the node's output or a scratch accumulator), or float32 where scaled_output
   bool quantize_a = false;
   bool requantize = false;  // QLinearMatMul: inputs as ONNX orders them, y requantized from the int32 sum
+  bool scaled_output =
+      false;  // DynamicQuantizeMatMul dequantized by oneDNN's output scales and a bias post-op
+  bool bias = false;
   size_t weights() const { return requantize ? 3 : 1; }
 };
 
@@ -309,6 +314,14 @@ std::optional<std::vector<int32_t>> column_zero_points(const ValueInfo* zp, int6
   std::vector<int32_t> out(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; j++) out[size_t(j)] = int32_t(v[v.size() == 1 ? 0 : size_t(j)]);
   return out;
+}
+
+// The c[j] of IntegerMatMulPlan for B of type `type` with n columns: empty when all are 0.
+std::vector<int32_t> column_offsets(DType type, int64_t n, const ValueInfo* zero_point) {
+  std::vector<int32_t> c = *column_zero_points(zero_point, n);
+  for (int32_t& v : c) v = (type == DType::u8 ? 128 : 0) - v;
+  if (std::all_of(c.begin(), c.end(), [](int32_t v) { return v == 0; })) c.clear();
+  return c;
 }
 
 std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
@@ -342,12 +355,23 @@ std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std
   IntegerMatMulPlan p;
   p.quantize_a = dynamic;
   p.requantize = qlinear;
+  p.scaled_output = dynamic && column_offsets(w->dtype, n, input_info(inputs, 3)).empty();
+  p.bias = p.scaled_output && input_info(inputs, 4);
   p.a = memory::desc({m, k}, memory::data_type::u8, Tag::ab);
   p.w = memory::desc({k, n}, memory::data_type::s8, Tag::ab);
-  p.y = memory::desc({m, n}, memory::data_type::s32, Tag::ab);
+  p.y = memory::desc({m, n}, p.scaled_output ? memory::data_type::f32 : memory::data_type::s32, Tag::ab);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (p.scaled_output) {
+    attr.set_output_scales(shape_numel(input_info(inputs, 2)->shape) == 1 ? 0 : 1 << 1,
+                           {DNNL_RUNTIME_F32_VAL});
+    if (p.bias) {
+      dnnl::post_ops ops;
+      ops.append_binary(dnnl::algorithm::binary_add, memory::desc({1, n}, memory::data_type::f32, Tag::ab));
+      attr.set_post_ops(ops);
+    }
+  }
   try {
     memory::desc wany({k, n}, memory::data_type::s8, Tag::any);
     p.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, wany, p.y), attr, cpu_engine());
@@ -355,14 +379,6 @@ std::optional<IntegerMatMulPlan> plan_integer_matmul(const Node& node, const std
     return std::nullopt;
   }
   return p;
-}
-
-// The c[j] of IntegerMatMulPlan for B of type `type` with n columns: empty when all are 0.
-std::vector<int32_t> column_offsets(DType type, int64_t n, const ValueInfo* zero_point) {
-  std::vector<int32_t> c = *column_zero_points(zero_point, n);
-  for (int32_t& v : c) v = (type == DType::u8 ? 128 : 0) - v;
-  if (std::all_of(c.begin(), c.end(), [](int32_t v) { return v == 0; })) c.clear();
-  return c;
 }
 
 // B as int8 (uint8 B less 128), and its column offsets.
@@ -582,18 +598,30 @@ class IntegerMatMulKernel : public PreparedKernel {
       a = in[0]->data<uint8_t>();
       if (in.size() > 2 && in[2]) a_zp = in[2]->data<uint8_t>()[0];
     }
-    bool own_acc = plan_.quantize_a || plan_.requantize;
+    bool own_acc = (plan_.quantize_a && !plan_.scaled_output) || plan_.requantize;
     auto* acc = static_cast<int32_t*>(own_acc ? t_dst.get(plan_.y.get_size()) : out[0]->raw());
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
     memory zp(memory::desc({1}, memory::data_type::s32, Tag::x), cpu_engine(), &a_zp);
-    matmul_.execute(s, {{DNNL_ARG_SRC, memory(plan_.a, cpu_engine(), const_cast<uint8_t*>(a))},
-                        {DNNL_ARG_WEIGHTS, weights_},
-                        {DNNL_ARG_DST, memory(plan_.y, cpu_engine(), acc)},
-                        {DNNL_ARG_SCRATCHPAD, scratch},
-                        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, memory(plan_.a, cpu_engine(), const_cast<uint8_t*>(a))},
+        {DNNL_ARG_WEIGHTS, weights_},
+        {DNNL_ARG_DST, memory(plan_.y, cpu_engine(), acc)},
+        {DNNL_ARG_SCRATCHPAD, scratch},
+        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}};
+    std::vector<float> scale;
+    if (plan_.scaled_output) {
+      scale = product_scales(*in[2], a_scale);
+      args[DNNL_ARG_ATTR_OUTPUT_SCALES] = memory(
+          memory::desc({int64_t(scale.size())}, memory::data_type::f32, Tag::x), cpu_engine(), scale.data());
+      if (plan_.bias)
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
+            wrap(memory::desc({1, plan_.y.dims()[1]}, memory::data_type::f32, Tag::ab), in[4]);
+    }
+    matmul_.execute(s, args);
     s.wait();
+    if (plan_.scaled_output) return;
     if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc, pool);
     if (plan_.requantize) {  // as QLinearMatMul's reference kernel: sum * (a_scale * b_scale / y_scale)
       float as = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
@@ -604,9 +632,8 @@ class IntegerMatMulKernel : public PreparedKernel {
       return;
     }
     if (!plan_.quantize_a) return;
-    std::vector<double> scales = in[2]->to_double_vector();
-    std::vector<float> scale(scales.begin(), scales.end()), bias;
-    for (float& v : scale) v *= a_scale;
+    scale = product_scales(*in[2], a_scale);
+    std::vector<float> bias;
     if (in.size() > 4 && in[4]) {
       std::vector<double> b = in[4]->to_double_vector();
       bias.assign(b.begin(), b.end());
@@ -618,6 +645,15 @@ class IntegerMatMulKernel : public PreparedKernel {
   }
 
  private:
+  // DynamicQuantizeMatMul's dequantization scales: A's scale times each of B's, as the reference kernel
+  // multiplies them.
+  static std::vector<float> product_scales(const Tensor& b_scale, float a_scale) {
+    std::vector<double> b = b_scale.to_double_vector();
+    std::vector<float> scale(b.begin(), b.end());
+    for (float& v : scale) v *= a_scale;
+    return scale;
+  }
+
   // acc[i, j] += c[j] * sum_k (A[i, k] - A_zp), wrapping in 32 bits as the products do.
   void add_column_offsets(const uint8_t* a, int32_t a_zp, int64_t m, int64_t k, int64_t n, int32_t* acc,
                           ThreadPool& pool) const {
