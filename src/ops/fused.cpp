@@ -21,6 +21,14 @@
 //   Y = ReduceSum(Mul(A, W), axes = [-1], keepdims): float32 A and W of one rank and the same last
 //   axis, the others broadcasting as Mul's. Attribute keepdims (1). Multi-scale deformable
 //   attention's sum of its sampled values by their attention weights, without the product tensor.
+//
+// vlrt.DeformableSampleSum(W, X_0, Grid_0, ..., X_{L-1}, Grid_{L-1}) -> Y
+//   Y[b, c, q] = sum over levels l and points p of W[b, 0, q, l * P + p] *
+//   GridSample(X_l, Grid_l)[b, c, q, p]: float32 X_l [B, C, H_l, W_l], Grid_l [B, Q, P, 2] and W
+//   [B, 1, Q, L * P]; Y is [B, C, Q] (keepdims 1: [B, C, Q, 1]). Attributes as GridSample's,
+//   mode bilinear (or linear) only, and keepdims (1). Multi-scale deformable attention's sampling
+//   of every level and its weighted sum, as written by the PyTorch reference (GridSample per
+//   level, Unsqueeze, Concat, Reshape, Mul, ReduceSum), without the sampled values in memory.
 #include "ops/contrib_semantics.h"
 #include "ops/fused_semantics.h"
 #include "ops/op_schema.h"
@@ -67,6 +75,42 @@ void infer_weighted_sum(InferContext& ctx) {
              "A and W must have one rank and the same last axis, got ", shape_str(a), " and ", shape_str(w));
   Shape y = broadcast_shapes(Shape(a.begin(), a.end() - 1), Shape(w.begin(), w.end() - 1));
   if (ctx.node.attr_int("keepdims", 1)) y.push_back(1);
+  ctx.set_output(0, DType::f32, y);
+}
+
+void infer_deformable_sample_sum(InferContext& ctx) {
+  const Node& n = ctx.node;
+  size_t inputs = ctx.input_count();
+  VLRT_CHECK(inputs >= 3 && inputs % 2 == 1, "takes W and then one X and Grid per level, got ", inputs,
+             " inputs");
+  std::string mode = n.attr_string("mode", "bilinear");
+  VLRT_CHECK(mode == "bilinear" || mode == "linear", "mode must be 'bilinear' (or 'linear'), got '", mode,
+             "'");
+  std::string pad = n.attr_string("padding_mode", "zeros");
+  VLRT_CHECK(pad == "zeros" || pad == "border" || pad == "reflection",
+             "padding_mode must be 'zeros', 'border' or 'reflection', got '", pad, "'");
+  for (size_t i = 0; i < inputs; i++) {
+    VLRT_CHECK(ctx.has_input(i), "input ", i, " is required");
+    VLRT_CHECK(ctx.input_dtype(i) == DType::f32, "input ", i, " must be float32, got ",
+               dtype_name(ctx.input_dtype(i)));
+    VLRT_CHECK(ctx.input_shape(i).size() == 4, "input ", i, " must have rank 4, got ",
+               shape_str(ctx.input_shape(i)));
+  }
+  const int64_t levels = int64_t(inputs - 1) / 2;
+  const Shape &x0 = ctx.input_shape(1), &g0 = ctx.input_shape(2);
+  const int64_t b = x0[0], c = x0[1], q = g0[1], p = g0[2];
+  for (int64_t l = 0; l < levels; l++) {
+    const Shape &x = ctx.input_shape(size_t(1 + 2 * l)), &g = ctx.input_shape(size_t(2 + 2 * l));
+    VLRT_CHECK(x[0] == b && x[1] == c, "X_", l, " ", shape_str(x), " must have X_0's batch and channels [", b,
+               ", ", c, ", ..]");
+    VLRT_CHECK(g == Shape({b, q, p, 2}), "Grid_", l, " must have shape ", shape_str(Shape{b, q, p, 2}),
+               ", got ", shape_str(g));
+  }
+  VLRT_CHECK(ctx.input_shape(0) == Shape({b, 1, q, levels * p}), "W must have shape ",
+             shape_str(Shape{b, 1, q, levels * p}), " (a weight per level and point), got ",
+             shape_str(ctx.input_shape(0)));
+  Shape y{b, c, q};
+  if (n.attr_int("keepdims", 1)) y.push_back(1);
   ctx.set_output(0, DType::f32, y);
 }
 
@@ -155,6 +199,7 @@ void register_fused_schemas(SchemaTable& t) {
   t["vlrt.FusedMatMul"] = {infer_fused_matmul, 2, 4};
   t["vlrt.Attention"] = {infer_attention, 3, 4};
   t["vlrt.WeightedSum"] = {infer_weighted_sum, 2, 2};
+  t["vlrt.DeformableSampleSum"] = {infer_deformable_sample_sum, 3, 65};
 }
 
 }  // namespace vlrt

@@ -9,8 +9,8 @@ namespace vlrt {
 FusionOptions FusionOptions::none() {
   FusionOptions o;
   o.drop_identity = o.conv_batchnorm = o.conv_affine = o.hard_swish = o.conv_activation = o.matmul =
-      o.layer_norm = o.gelu = o.attention = o.weighted_sum = o.dynamic_quant_matmul = o.conv_layout =
-          o.half_weights = false;
+      o.layer_norm = o.gelu = o.attention = o.weighted_sum = o.deformable_sample = o.dynamic_quant_matmul =
+          o.conv_layout = o.half_weights = false;
   return o;
 }
 
@@ -29,6 +29,7 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
       {options.conv_activation, fuse_conv_activation},
       {options.attention, fuse_attention},
       {options.weighted_sum, fuse_weighted_sum},
+      {options.deformable_sample, fuse_deformable_sample},
       {options.matmul, fuse_matmul},
       {options.dynamic_quant_matmul, fuse_dynamic_quant_matmul},
   };

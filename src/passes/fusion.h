@@ -1,7 +1,8 @@
 // Fusion: rewrites chains of nodes into one node whose kernel makes one pass over memory
 // (Conv+BatchNormalization and per-channel Mul/Add folded, Conv+Add+activation as FusedConv,
 // MatMul/Gemm+bias+activation as vlrt.FusedMatMul, LayerNormalization, Gelu and HardSwish
-// subgraphs, scaled dot-product attention, a Mul summed over its last axis as vlrt.WeightedSum,
+// subgraphs, scaled dot-product attention, a Mul summed over its last axis as vlrt.WeightedSum and,
+// when it sums GridSamples, as vlrt.DeformableSampleSum,
 // dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul).
 // Every fused op has a CPU reference kernel; the fused graph computes what the original did.
 #pragma once
@@ -32,6 +33,9 @@ struct FusionOptions {
   bool attention = true;
   // ReduceSum over the last axis of a Mul as vlrt.WeightedSum.
   bool weighted_sum = true;
+  // Every level's GridSample of multi-scale deformable attention and their vlrt.WeightedSum as
+  // vlrt.DeformableSampleSum (needs weighted_sum).
+  bool deformable_sample = true;
   // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul.
   bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).

@@ -84,6 +84,25 @@ bool ShapeFacts::same_shape(const std::string& a, const std::string& b) const {
   return true;
 }
 
+bool ShapeFacts::same_dims(const std::string& a, const std::string& b,
+                           const std::vector<size_t>& axes) const {
+  for (int p = 0; p < 2; p++) {
+    const ValueInfo *x = info(p, a), *y = info(p, b);
+    if (!x || !y) return false;
+    for (size_t axis : axes)
+      if (axis >= x->shape.size() || axis >= y->shape.size() || x->shape[axis] != y->shape[axis])
+        return false;
+  }
+  return true;
+}
+
+std::optional<int64_t> ShapeFacts::dim(const std::string& v, size_t axis) const {
+  const ValueInfo *a = info(0, v), *b = info(1, v);
+  if (!a || !b || axis >= a->shape.size() || axis >= b->shape.size() || a->shape[axis] != b->shape[axis])
+    return std::nullopt;
+  return a->shape[axis];
+}
+
 FusionGraph::FusionGraph(Model& model, const ShapeFacts& facts) : model(model), facts(facts) {
   alive_.assign(size(), true);
   for (size_t i = 0; i < size(); i++) {
@@ -278,6 +297,41 @@ Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t
   if (p < 0 || !g.single_use(v) || !is_op(&g.node(size_t(p)), op)) return nullptr;
   *index = size_t(p);
   return &g.node(size_t(p));
+}
+
+std::vector<size_t> shape_computation(FusionGraph& g, const std::string& v, size_t reader,
+                                      const std::string& stop) {
+  // Every int64 node reachable backwards, then (a greatest fixed point) those read from outside dropped.
+  std::vector<size_t> nodes;
+  std::vector<std::string> todo = {v};
+  while (!todo.empty()) {
+    std::string value = todo.back();
+    todo.pop_back();
+    int p = g.producer_index(value);
+    if (value == stop || p < 0 || g.facts.dtype(value) != DType::i64 ||
+        std::count(nodes.begin(), nodes.end(), size_t(p)))
+      continue;
+    nodes.push_back(size_t(p));
+    for (const std::string& in : g.node(size_t(p)).inputs)
+      if (!in.empty()) todo.push_back(in);
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < nodes.size(); i++) {
+      bool outside = false;
+      for (const std::string& out : g.node(nodes[i]).outputs) {
+        outside = outside || g.pinned(out);
+        for (size_t user : g.users(out))
+          outside = outside || (user != reader && !std::count(nodes.begin(), nodes.end(), user));
+      }
+      if (outside) {
+        nodes.erase(nodes.begin() + long(i));
+        changed = true;
+        break;
+      }
+    }
+  }
+  return nodes;
 }
 
 std::optional<FusableActivation> activation_after(FusionGraph& g, const std::string& v) {

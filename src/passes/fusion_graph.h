@@ -32,6 +32,10 @@ class ShapeFacts {
   DType dtype(const std::string& v) const;  // undefined when unknown
   // a and b have equal shapes under both probes.
   bool same_shape(const std::string& a, const std::string& b) const;
+  // Under both probes, a and b have the same size on each of `axes` (both ranks known).
+  bool same_dims(const std::string& a, const std::string& b, const std::vector<size_t>& axes) const;
+  // The size of one axis of v when it is the same under both probes.
+  std::optional<int64_t> dim(const std::string& v, size_t axis) const;
 
  private:
   const ValueInfo* info(int probe, const std::string& v) const;
@@ -106,6 +110,7 @@ void fuse_gelu(FusionGraph& g, FusionCounts& counts);
 void fuse_hard_swish(FusionGraph& g, FusionCounts& counts);
 void fuse_attention(FusionGraph& g, FusionCounts& counts);
 void fuse_weighted_sum(FusionGraph& g, FusionCounts& counts);
+void fuse_deformable_sample(FusionGraph& g, FusionCounts& counts);
 // Not a fusion but run with them, last: runs of convolutions keep their activations in blocks
 // of `block` channels (conv_layout.cpp).
 void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);
@@ -123,6 +128,11 @@ Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* in
 // The producer of v when it is op `op` and v has no other reader (its index in *index); nullptr
 // otherwise.
 Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index);
+// The nodes computing the int64 value v (a Reshape's target shape: Shape, Slice, Concat, ...)
+// that nothing but `reader` depends on, found backwards from v without passing `stop`: what
+// becomes dead when `reader` goes.
+std::vector<size_t> shape_computation(FusionGraph& g, const std::string& v, size_t reader,
+                                      const std::string& stop);
 
 // The activation node that follows value v as its only user, fusable into a kernel's epilogue:
 // Relu, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Clip with constant bounds, com.microsoft

@@ -1,8 +1,10 @@
 // Tests of the spatial ops: pooling, Resize/Upsample, GridSample, Pad, DepthToSpace/SpaceToDepth,
 // MaxUnpool and RoiAlign. Expected values were computed with ONNX Runtime 1.31 or, where it differs from
 // the ONNX spec or lacks the case, the ONNX 1.23 reference implementation, on the same pattern() inputs.
+#include <cmath>
 #include <cstring>
 
+#include "backends/cpu/ops/grid_sample.h"
 #include "op_test_util.h"
 
 namespace vlrt::test {
@@ -626,6 +628,27 @@ TEST(Spatial, GridSampleNonFiniteGrid) {
       }
     }
   }
+}
+
+// The bilinear zeros-padding taps written out for speed are grid_taps' to the bit: the same taps,
+// order and weights, on points inside, on the edges of, outside and far outside the image, and NaN.
+TEST(Spatial, BilinearZerosTapsAreGridTaps) {
+  std::vector<float> coords = {-1,       1,   0,        -1.5f,     1.5f,  0.999f,
+                               -0.9999f, NAN, INFINITY, -INFINITY, 1e30f, -1e30f};
+  for (int i = 0; i < 200; i++) coords.push_back(float((i * 37) % 201 - 100) / 70.f);
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{7, 9}, {1, 1}, {3, 4}})
+    for (bool align : {false, true})
+      for (size_t i = 0; i < coords.size(); i++) {
+        float gx = coords[i], gy = coords[(i * 7 + 3) % coords.size()];
+        GridTaps<float> fast, general;
+        bilinear_zeros_taps(gx, gy, h, w, align, fast);
+        grid_taps<float>(gx, gy, h, w, 1, GridPad::zeros, align, general);
+        ASSERT_EQ(fast.count, general.count) << gx << " " << gy << " " << h << "x" << w << " " << align;
+        for (int t = 0; t < fast.count; t++) {
+          EXPECT_EQ(fast.idx[t], general.idx[t]) << gx << " " << gy;
+          EXPECT_EQ(std::memcmp(&fast.w[t], &general.w[t], sizeof(float)), 0) << gx << " " << gy;
+        }
+      }
 }
 
 TEST(Spatial, GridSampleErrors) {

@@ -570,6 +570,99 @@ TEST(Fusion, AWeightedSumOfMismatchedOperandsIsRefused) {
   expect_error(random_uniform({2, 5}, 1), Tensor::zeros(DType::i32, {2, 5}), "A and W must be float32");
 }
 
+// ---- Deformable sampling ----------------------------------------------------------------------
+
+// Multi-scale deformable attention as the PyTorch reference exports it: per level a GridSample
+// [N, C, Q, P], Unsqueeze at -2, a Concat at -2, a Reshape to [N, C, Q, L * P] and the weighted sum.
+// `computed_target`: the Reshape's target is Shape(stacked)[:3] + [L * P], as the export computes it
+// (the Shape then reads the stacked samples too); otherwise a constant.
+Model deformable_attention(const Attrs& sampling, bool computed_target, bool sample_read_elsewhere = false) {
+  Builder b;
+  std::string w = b.input("w", {2, 1, 6, 6});
+  std::vector<std::string> levels;
+  for (auto [name, shape] : {std::pair<std::string, Shape>{"0", {2, 5, 7, 9}}, {"1", {2, 5, 3, 4}}}) {
+    std::string x = b.input("x" + name, shape), g = b.input("g" + name, {2, 6, 3, 2});
+    std::string sample = b.node("GridSample", {x, g}, sampling);
+    if (sample_read_elsewhere && name == "1") b.output(sample);
+    levels.push_back(b.node("Unsqueeze", {sample, b.constant(Tensor::from_vector<int64_t>({-2}, {1}))}));
+  }
+  std::string stacked = b.node("Concat", levels, {{"axis", attr_i(-2)}});
+  std::string target = computed_target
+                           ? b.node("Concat",
+                                    {b.node("Slice", {b.node("Shape", {stacked}),
+                                                      b.constant(Tensor::from_vector<int64_t>({0}, {1})),
+                                                      b.constant(Tensor::from_vector<int64_t>({3}, {1}))}),
+                                     b.constant(Tensor::from_vector<int64_t>({6}, {1}))},
+                                    {{"axis", attr_i(0)}})
+                           : b.constant(Tensor::from_vector<int64_t>({-1, 5, 6, 6}, {4}));
+  std::string product = b.node("Mul", {b.node("Reshape", {stacked, target}), w});
+  b.output(b.node("ReduceSum", {product, b.constant(Tensor::from_vector<int64_t>({-1}, {1}))},
+                  {{"keepdims", attr_i(0)}}));
+  return b.m;
+}
+
+TensorMap deformable_inputs() {
+  // Points up to 30% outside the image on each side: taps dropped, clamped or reflected.
+  return {{"w", random_uniform({2, 1, 6, 6}, 1)},
+          {"x0", random_uniform({2, 5, 7, 9}, 2)},
+          {"x1", random_uniform({2, 5, 3, 4}, 3)},
+          {"g0", random_uniform({2, 6, 3, 2}, 4, -1.3f, 1.3f)},
+          {"g1", random_uniform({2, 6, 3, 2}, 5, -1.3f, 1.3f)}};
+}
+
+// The samples of every level and their weighted sum become one vlrt.DeformableSampleSum, whatever
+// the padding and corner alignment, with the Reshape's target computed or constant; the Shape
+// computation goes with it. 5 channels, points outside the image.
+TEST(Fusion, DeformableAttentionSamplesAndSumsInOneNode) {
+  for (std::string pad : {"zeros", "border", "reflection"})
+    for (int64_t align : {0, 1})
+      for (bool computed : {true, false}) {
+        SCOPED_TRACE(cat(pad, " align_corners ", align, computed ? " computed target" : " constant target"));
+        Attrs sampling = {
+            {"mode", attr_s("bilinear")}, {"padding_mode", attr_s(pad)}, {"align_corners", attr_i(align)}};
+        Compared c = run_both(deformable_attention(sampling, computed), deformable_inputs());
+        EXPECT_EQ(report_of(c), "1 Mul+ReduceSum, 1 GridSample+Concat+WeightedSum");
+        EXPECT_EQ(c.ops["vlrt.DeformableSampleSum"], 1);
+        EXPECT_EQ(
+            c.ops.count("GridSample") + c.ops.count("Concat") + c.ops.count("Shape") + c.ops.count("Slice"),
+            0u);
+      }
+}
+
+// A level's samples read elsewhere, or nearest sampling, keep the GridSamples.
+TEST(Fusion, DeformableSamplingStaysWhereItsSamplesAreNeeded) {
+  Attrs bilinear = {{"mode", attr_s("bilinear")}};
+  Compared kept = run_both(deformable_attention(bilinear, true, true), deformable_inputs());
+  EXPECT_EQ(kept.ops["GridSample"], 2);
+  EXPECT_EQ(kept.ops["vlrt.WeightedSum"], 1);
+  Compared nearest = run_both(deformable_attention({{"mode", attr_s("nearest")}}, true), deformable_inputs());
+  EXPECT_EQ(nearest.ops["GridSample"], 2);
+  EXPECT_EQ(nearest.ops.count("vlrt.DeformableSampleSum"), 0u);
+}
+
+// vlrt.DeformableSampleSum names what its inputs must be.
+TEST(Fusion, ADeformableSampleSumOfMismatchedInputsIsRefused) {
+  auto expect_error = [](std::vector<Tensor> in, const std::string& text, Attrs attrs = {}) {
+    Node n = test::make_node("DeformableSampleSum", in.size(), 1, attrs);
+    n.domain = "vlrt";
+    std::vector<const Tensor*> ptrs;
+    for (auto& t : in) ptrs.push_back(&t);
+    try {
+      run_node_cpu(n, 18, ptrs, test::test_pool());
+      ADD_FAILURE() << "no error; expected one mentioning '" << text << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  Tensor x = random_uniform({2, 5, 7, 9}, 1), g = random_uniform({2, 6, 3, 2}, 2),
+         w = random_uniform({2, 1, 6, 3}, 3);
+  expect_error({w, x}, "has 2 inputs, the op takes 3 to 65");
+  expect_error({w, x, g, x}, "takes W and then one X and Grid per level, got 4 inputs");
+  expect_error({random_uniform({2, 1, 6, 4}, 4), x, g}, "W must have shape [2,1,6,3]");
+  expect_error({w, x, random_uniform({2, 6, 3, 3}, 5)}, "Grid_0 must have shape [2,6,3,2]");
+  expect_error({w, x, g}, "mode must be 'bilinear'", {{"mode", attr_s("cubic")}});
+}
+
 // ---- Channel-blocked layout ----------------------------------------------------------------
 
 // A run of convolutions keeps its activations in blocks: the residual read blocked, one

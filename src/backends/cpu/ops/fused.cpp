@@ -11,6 +11,8 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/ops/blas.h"
+#include "backends/cpu/ops/grid_sample.h"
+#include "backends/cpu/prepare_util.h"
 #include "backends/cpu/row_kernels.h"
 #include "backends/cpu/vector_math.h"
 #include "ops/fused_semantics.h"
@@ -383,12 +385,91 @@ void weighted_sum_kernel(KernelContext& ctx) {
       grain_for(run * k));
 }
 
+// Each level's values are first laid out pixel by pixel, [B][H_l * W_l][C], so that every tap of a
+// sampling point adds C contiguous values; the taps are found once per point for all channels and
+// carry the point's weight. A task sums a block of queries of one batch into [query][C] and then
+// writes them out as [C][query].
+void deformable_sample_sum_kernel(KernelContext& ctx) {
+  const Node& n = ctx.node;
+  Tensor& y = ctx.output(0);
+  const int64_t levels = int64_t(ctx.input_count() - 1) / 2;
+  const Tensor &w = ctx.input(0), &x0 = ctx.input(1), &g0 = ctx.input(2);
+  const int64_t batch = x0.dim(0), channels = x0.dim(1), queries = g0.dim(1), points = g0.dim(2);
+  if (y.numel() == 0) return;
+  std::string pm = n.attr_string("padding_mode", "zeros");
+  GridPad pad = pm == "border" ? GridPad::border : pm == "reflection" ? GridPad::reflection : GridPad::zeros;
+  bool align = n.attr_int("align_corners", 0) == 1;
+  std::vector<int64_t> first(size_t(levels) + 1, 0);  // each level's first pixel in the pixel-major copy
+  for (int64_t l = 0; l < levels; l++) {
+    const Tensor& x = ctx.input(size_t(1 + 2 * l));
+    if ((x.dim(2) == 0 || x.dim(3) == 0) && pad != GridPad::zeros)
+      fail("cannot sample the empty level ", l, " with padding_mode '", pm, "'");
+    first[size_t(l) + 1] = first[size_t(l)] + x.dim(2) * x.dim(3);
+  }
+  const int64_t pixels = first.back();
+  static thread_local AlignedFloats t_pixels;
+  float* by_pixel = grown(t_pixels, size_t(batch * pixels * channels));
+  ctx.pool.parallel_for(
+      batch * levels,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t task = lo; task < hi; task++) {
+          int64_t b = task / levels, l = task % levels, hw = first[size_t(l) + 1] - first[size_t(l)];
+          const float* from = ctx.input(size_t(1 + 2 * l)).data<float>() + b * channels * hw;
+          float* to = by_pixel + (b * pixels + first[size_t(l)]) * channels;
+          for (int64_t p0 = 0; p0 < hw; p0 += 16)
+            for (int64_t c = 0; c < channels; c++)
+              for (int64_t p = p0; p < std::min(hw, p0 + 16); p++) to[p * channels + c] = from[c * hw + p];
+        }
+      },
+      1);
+  constexpr int64_t kQueries = 16;
+  const int64_t blocks = ceil_div(queries, kQueries);
+  const float* pw = w.data<float>();
+  float* py = y.data<float>();
+  ctx.pool.parallel_for(
+      batch * blocks,
+      [&](int64_t lo, int64_t hi) {
+        static thread_local AlignedFloats t_sums;
+        float* sums = grown(t_sums, size_t(kQueries * channels));
+        GridTaps<float> taps;
+        for (int64_t task = lo; task < hi; task++) {
+          int64_t b = task / blocks, q0 = task % blocks * kQueries, q1 = std::min(queries, q0 + kQueries);
+          std::fill_n(sums, (q1 - q0) * channels, 0.f);
+          for (int64_t q = q0; q < q1; q++) {
+            float* sum = sums + (q - q0) * channels;
+            const float* weight = pw + (b * queries + q) * levels * points;
+            for (int64_t l = 0; l < levels; l++) {
+              const Tensor& x = ctx.input(size_t(1 + 2 * l));
+              const float* grid = ctx.input(size_t(2 + 2 * l)).data<float>() + (b * queries + q) * points * 2;
+              const float* values = by_pixel + (b * pixels + first[size_t(l)]) * channels;
+              for (int64_t p = 0; p < points; p++) {
+                if (pad == GridPad::zeros)
+                  bilinear_zeros_taps(grid[2 * p], grid[2 * p + 1], x.dim(2), x.dim(3), align, taps);
+                else
+                  grid_taps<float>(grid[2 * p], grid[2 * p + 1], x.dim(2), x.dim(3), 1, pad, align, taps);
+                for (int t = 0; t < taps.count; t++) {
+                  const float tw = weight[l * points + p] * taps.w[t];
+                  const float* v = values + taps.idx[t] * channels;
+                  for (int64_t c = 0; c < channels; c++) sum[c] += tw * v[c];
+                }
+              }
+            }
+          }
+          for (int64_t c = 0; c < channels; c++)
+            for (int64_t q = q0; q < q1; q++)
+              py[(b * channels + c) * queries + q] = sums[(q - q0) * channels + c];
+        }
+      },
+      grain_for(kQueries * levels * points * channels * 4));
+}
+
 }  // namespace
 
 void register_fused_kernels(CpuKernelTable& t) {
   t["vlrt.FusedMatMul"] = {fused_matmul_kernel};
   t["vlrt.Attention"] = {attention_kernel};
   t["vlrt.WeightedSum"] = {weighted_sum_kernel};
+  t["vlrt.DeformableSampleSum"] = {deformable_sample_sum_kernel};
 }
 
 }  // namespace vlrt

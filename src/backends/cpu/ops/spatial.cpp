@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/ops/grid_sample.h"
 #include "core/dispatch.h"
 #include "ops/shape_util.h"
 #include "ops/spatial_semantics.h"
@@ -636,16 +637,7 @@ G reflect(G x, G lo, G hi) {
   return m <= range ? lo + m : hi - (m - range);
 }
 
-enum class GridPad { zeros, border, reflection };
-
-// Gathers up to 16 taps of one sampling point: flat pixel indices and weights. Taps outside the image are
-// dropped under zeros padding and moved inside otherwise.
-template <class G>
-struct GridTaps {
-  int count = 0;
-  int64_t idx[16];
-  G w[16];
-};
+}  // namespace
 
 template <class G>
 void grid_taps(G gx, G gy, int64_t h, int64_t w, int mode, GridPad pad, bool align, GridTaps<G>& t) {
@@ -720,6 +712,11 @@ void grid_taps(G gx, G gy, int64_t h, int64_t w, int mode, GridPad pad, bool ali
   }
 }
 
+template void grid_taps<float>(float, float, int64_t, int64_t, int, GridPad, bool, GridTaps<float>&);
+template void grid_taps<double>(double, double, int64_t, int64_t, int, GridPad, bool, GridTaps<double>&);
+
+namespace {
+
 void grid_sample_kernel(KernelContext& ctx) {
   const Node& n = ctx.node;
   const Tensor& x = ctx.input(0);
@@ -754,6 +751,11 @@ void grid_sample_kernel(KernelContext& ctx) {
               int64_t bn = task / blocks, p0 = task % blocks * kBlock, p1 = std::min(points, p0 + kBlock);
               for (int64_t p = p0; p < p1; p++) {
                 const G* g = gd + (bn * points + p) * 2;
+                if constexpr (std::is_same_v<G, float>)
+                  if (mode == 1 && pad == GridPad::zeros) {
+                    bilinear_zeros_taps(g[0], g[1], h, w, align, taps[p - p0]);
+                    continue;
+                  }
                 grid_taps<G>(g[0], g[1], h, w, mode, pad, align, taps[p - p0]);
               }
               for (int64_t ch = 0; ch < c; ch++) {
