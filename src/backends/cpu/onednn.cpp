@@ -512,23 +512,30 @@ class ConvKernel : public PreparedKernel {
     conv_.execute(s, args);
     if (from_dst_) from_dst_->execute(s, dst, y);
     s.wait();
-    if (plan_.requantize) requantize_sum(static_cast<int32_t*>(y.get_data_handle()), in, *out[0]);
+    if (plan_.requantize) requantize_sum(static_cast<int32_t*>(y.get_data_handle()), in, *out[0], pool);
   }
 
  private:
   // QLinearConv's epilogue, as its reference kernel: the bias, then y = requantize(sum * x_scale * w_scale / y_scale).
-  void requantize_sum(int32_t* acc, const std::vector<const Tensor*>& in, Tensor& y) const {
+  void requantize_sum(int32_t* acc, const std::vector<const Tensor*>& in, Tensor& y, ThreadPool& pool) const {
     int64_t channels = plan_.y.dims()[1], spatial = y.numel() / std::max<int64_t>(1, y.dim(0) * channels);
     if (in.size() > 8 && in[8]) {
       const int32_t* bias = in[8]->data<int32_t>();
-      for (int64_t start = 0; start < y.numel(); start += spatial)
-        for (int64_t i = start; i < start + spatial; i++) acc[i] += bias[start / spatial % channels];
+      pool.parallel_for(
+          y.numel() / std::max<int64_t>(spatial, 1),
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; r++) {
+              const int32_t b = bias[r % channels];
+              for (int32_t* a = acc + r * spatial; a < acc + (r + 1) * spatial; a++) *a += b;
+            }
+          },
+          grain_for(spatial));
     }
     float xs = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
     std::vector<double> ws = in[4]->to_double_vector();
     std::vector<float> multiplier(ws.begin(), ws.end());
     for (float& m : multiplier) m = xs * m / ys;
-    requantize(acc, y.numel(), multiplier, spatial, int32_t(in[7]->to_double_vector()[0]), y);
+    requantize(acc, y.numel(), multiplier, spatial, int32_t(in[7]->to_double_vector()[0]), y, &pool);
   }
 
   ConvPlan plan_;

@@ -374,30 +374,35 @@ void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, 
 }
 
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
-                int32_t zp, Tensor& y) {
+                int32_t zp, Tensor& y, ThreadPool* pool) {
   int64_t channels = int64_t(multiplier.size());
   const RowKernelsF32* row = row_kernels_f32();
   dispatch_quantized(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
-    if (sizeof(T) == 1 && row && (channels == 1 || inner > 1)) {  // runs of one multiplier, vectorized
-      int64_t run = channels == 1 ? std::max<int64_t>(n, 1) : inner;
-      for (int64_t start = 0; start < n; start += run)
-        row->requantize_8bit(acc + start, multiplier[size_t(channels == 1 ? 0 : start / inner % channels)],
-                             zp, std::is_signed_v<T>, out + start, std::min(run, n - start));
-      return;
-    }
     if (channels > 1 && inner == 1) {  // one multiplier per column: rows of `channels` values
       for (int64_t i = 0; i < n; i += channels)
         for (int64_t j = 0; j < std::min(channels, n - i); j++)
           out[i + j] = quantize_value<T>(float(acc[i + j]) * multiplier[size_t(j)], zp);
       return;
     }
-    // runs of `inner` values (all of them for one multiplier) that share a multiplier
-    int64_t run = channels == 1 ? std::max<int64_t>(n, 1) : inner;
-    for (int64_t start = 0; start < n; start += run) {
-      float m = multiplier[size_t(channels == 1 ? 0 : start / inner % channels)];
-      for (int64_t i = start; i < std::min(n, start + run); i++) out[i] = quantize_value<T>(float(acc[i]) * m, zp);
-    }
+    // Runs of `inner` values that share a multiplier (of at most 64 Ki values with one multiplier), on the
+    // pool when there is one.
+    const int64_t run = channels == 1 ? std::min<int64_t>(std::max<int64_t>(n, 1), 65536) : inner;
+    auto runs = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        const int64_t start = r * run, count = std::min(run, n - start);
+        const float m = multiplier[size_t(channels == 1 ? 0 : r % channels)];
+        if (sizeof(T) == 1 && row) {
+          row->requantize_8bit(acc + start, m, zp, std::is_signed_v<T>, out + start, count);
+          continue;
+        }
+        for (int64_t i = start; i < start + count; i++) out[i] = quantize_value<T>(float(acc[i]) * m, zp);
+      }
+    };
+    if (pool)
+      pool->parallel_for(ceil_div(n, run), runs, grain_for(run));
+    else
+      runs(0, ceil_div(n, run));
   });
 }
 

@@ -88,8 +88,8 @@ void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, 
                         const std::vector<float>& scale, const std::vector<float>& bias, float* out);
 
 // y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
-// accumulators; channel = i / inner % multiplier count.
+// accumulators; channel = i / inner % multiplier count. On `pool` where one is given.
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,
-                int32_t zp, Tensor& y);
+                int32_t zp, Tensor& y, ThreadPool* pool = nullptr);
 
 }  // namespace vlrt
