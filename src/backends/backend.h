@@ -75,6 +75,9 @@ class Backend {
   // weights are widened at load.
   virtual bool reads_half_product_weights() const { return false; }
   virtual bool reads_half_conv_weights() const { return false; }
+  // Whether 8-bit integer products run faster here than float32 ones, and exactly: a QDQ model
+  // then runs as integer ops unless asked otherwise (SessionOptions::fuse_qdq).
+  virtual bool fast_integer_products() const { return false; }
 
   // Runs one node. Inputs and outputs are on this device, outputs allocated with their
   // final shapes; an input the state replaced may be nullptr. Work may be queued:

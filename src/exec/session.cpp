@@ -43,7 +43,8 @@ Session::Session(Model model, SessionOptions options)
   bool fuse_for_cpu = !reference_kernels_requested();
   for (auto& d : options_.plan.devices) fuse_for_cpu = fuse_for_cpu && d.kind == Device{}.kind;
   // Before folding, which would turn the weights' DequantizeLinear nodes into float constants.
-  if (options_.fuse_qdq && fuse_for_cpu) qdq_fusion_ = fuse_qdq(model_);
+  if (options_.fuse_qdq.value_or(host().fast_integer_products()) && fuse_for_cpu)
+    qdq_fusion_ = fuse_qdq(model_);
   try {
     // Weights stored in half precision stay so where the fused products read them as stored.
     std::unordered_set<std::string> half_weights;

@@ -32,12 +32,13 @@ struct SessionOptions {
   // Fusion passes to run (all by default); none when VLRT_REFERENCE_KERNELS=1 is set, or when a
   // listed device is not a CPU (other backends do not run the fused ops yet).
   FusionOptions fusion;
-  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Off by default:
-  // on AVX2 without VNNI the exact integer products (int16 pairs) are no faster than float ones
-  // (a QDQ resnet50 runs about as fast fused as unfused, the demo detector's small convolutions
-  // slower), though in less memory (resnet50: 61 MiB peak against 241); VLRT_FUSE_QDQ=1 turns it on.
+  // QDQ groups run as integer ops, as ONNX Runtime runs them (passes/fuse_qdq.h). Unset: where
+  // the CPU's 8-bit products are fast (Backend::fast_integer_products: VNNI). On AVX2 without
+  // VNNI the exact integer products (int16 pairs) are no faster than float ones (a QDQ resnet50
+  // ran about as fast fused as unfused there, the demo detector's small convolutions slower),
+  // though in less memory (resnet50: 61 MiB peak against 241). VLRT_FUSE_QDQ=1 or 0 decides.
   // Never with VLRT_REFERENCE_KERNELS=1, or when a listed device is not the CPU.
-  bool fuse_qdq = qdq_fusion_requested();
+  std::optional<bool> fuse_qdq = qdq_fusion_requested();
   // Graph inputs whose branch (the values that depend on them alone) is computed once per
   // distinct content and reused (exec/branch_cache.h); empty: none.
   std::vector<std::string> cached_inputs;

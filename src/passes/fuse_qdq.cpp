@@ -468,9 +468,10 @@ class QdqFuser {
 
 }  // namespace
 
-bool qdq_fusion_requested() {
+std::optional<bool> qdq_fusion_requested() {
   const char* v = std::getenv("VLRT_FUSE_QDQ");
-  return v && *v && std::string(v) != "0";
+  if (!v || !*v) return std::nullopt;
+  return std::string(v) != "0";
 }
 
 QdqFusionCounts fuse_qdq(Model& model) { return QdqFuser(model).run(); }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "graph/graph.h"
@@ -31,8 +32,9 @@ using QdqFusionCounts = std::map<std::string, size_t>;
 // which would turn the weights' DequantizeLinear nodes into float constants.
 QdqFusionCounts fuse_qdq(Model& model);
 
-// True when the environment asks for QDQ fusion (VLRT_FUSE_QDQ set to anything but "" or "0").
-bool qdq_fusion_requested();
+// What the environment asks for: VLRT_FUSE_QDQ=0 no QDQ fusion, any other value QDQ fusion;
+// nothing when it is unset or empty.
+std::optional<bool> qdq_fusion_requested();
 
 // "53 QLinearConv, 16 QLinearAdd" ("nothing" when empty).
 std::string describe(const QdqFusionCounts& counts);

@@ -81,6 +81,8 @@ Compared run_both(const Model& model, const TensorMap& inputs, FusionOptions opt
   SessionOptions plain;
   plain.threads = 2;
   plain.fusion = FusionOptions::none();
+  plain.fuse_qdq =
+      false;  // the float passes alone, on any CPU (QDQ groups as integer ops: test_fuse_qdq.cpp)
   SessionOptions fused = plain;
   fused.fusion = options;
   Session a(model, plain), b(model, fused);
@@ -930,6 +932,7 @@ Compared run_both_exact(const Model& model, const TensorMap& inputs) {
   SessionOptions plain;
   plain.threads = 2;
   plain.fusion = FusionOptions::none();
+  plain.fuse_qdq = false;
   SessionOptions fused = plain;
   fused.fusion = FusionOptions();
   Session a(model, plain), b(model, fused);
