@@ -72,7 +72,13 @@ void qlinear_add_kernel(KernelContext& ctx) {
     T* cd = c.data<T>();
     if (row && a.shape() == c.shape() && b.shape() == c.shape() && a.dtype() == c.dtype() &&
         b.dtype() == c.dtype())
-      return row->qlinear_add_8bit(ad, bd, ra, rb, fixed, a_first, std::is_signed_v<T>, cd, c.numel());
+      return ctx.pool.parallel_for(
+          c.numel(),
+          [&](int64_t i0, int64_t i1) {
+            row->qlinear_add_8bit(ad + i0, bd + i0, ra, rb, fixed, a_first, std::is_signed_v<T>, cd + i0,
+                                  i1 - i0);
+          },
+          grain_for(1));
     for_each_broadcast(a, b, c, [&](int64_t i, int64_t ia, int64_t ib) {
       float va = float(ad[ia]), vb = float(bd[ib]);
       float v = a_first ? std::fma(vb, rb, std::fma(va, ra, fixed)) : std::fma(va, ra, std::fma(vb, rb, fixed));
