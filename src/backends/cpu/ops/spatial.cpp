@@ -117,6 +117,49 @@ inline void for_window(const PoolGeom& g, int64_t o0, int64_t o1, int64_t o2, F&
 
 enum class PoolKind { max, avg, lp };
 
+// MaxPool without indices, a row of outputs at a time: for each tap of the window's last axis,
+// the outputs whose window that tap keeps inside the input form one range, so the inner loop is a
+// plain strided pass with no per-window bounds. The same maxima as the per-window loop (NaN
+// skipped, the same comparison).
+template <class T>
+void max_pool_rows(const PoolGeom& g, const T* xd, T* yd, ThreadPool& pool) {
+  // For tap j of the last axis: the outputs [first[j], last[j]) it reads inside the input.
+  std::vector<int64_t> first(size_t(g.k[2])), last(size_t(g.k[2]));
+  for (int64_t j = 0; j < g.k[2]; j++) {
+    int64_t o = 0;
+    while (o < g.out[2] && !(j >= g.lo[2][size_t(o)] && j < g.hi[2][size_t(o)])) o++;
+    first[size_t(j)] = o;
+    while (o < g.out[2] && j >= g.lo[2][size_t(o)] && j < g.hi[2][size_t(o)]) o++;
+    last[size_t(j)] = o;
+  }
+  const int64_t rows = g.out[0] * g.out[1];
+  pool.parallel_for(
+      g.planes * rows,
+      [&](int64_t b, int64_t e) {
+        for (int64_t task = b; task < e; task++) {
+          const int64_t pl = task / rows, o0 = task % rows / g.out[1], o1 = task % g.out[1];
+          const T* xp = xd + pl * g.in_size;
+          T* best = yd + pl * g.out_size + (o0 * g.out[1] + o1) * g.out[2];
+          std::fill_n(best, g.out[2], lowest_value<T>());
+          for (int64_t j0 = g.lo[0][size_t(o0)]; j0 < g.hi[0][size_t(o0)]; j0++) {
+            const int64_t i0 = g.start[0][size_t(o0)] + j0 * g.d[0];
+            for (int64_t j1 = g.lo[1][size_t(o1)]; j1 < g.hi[1][size_t(o1)]; j1++) {
+              const T* row = xp + (i0 * g.in[1] + g.start[1][size_t(o1)] + j1 * g.d[1]) * g.in[2];
+              for (int64_t j2 = 0; j2 < g.k[2]; j2++) {
+                const int64_t s = g.s[2],
+                              offset = j2 * g.d[2] + g.start[2][0];  // start[2][o] = o * s + start[2][0]
+                for (int64_t o = first[size_t(j2)]; o < last[size_t(j2)]; o++) {
+                  const T v = row[o * s + offset];
+                  best[o] = v > best[o] ? v : best[o];
+                }
+              }
+            }
+          }
+        }
+      },
+      grain_for(g.out[2] * g.k[0] * g.k[1] * g.k[2]));
+}
+
 template <PoolKind K>
 void pool_kernel(KernelContext& ctx) {
   const Node& n = ctx.node;
@@ -131,6 +174,9 @@ void pool_kernel(KernelContext& ctx) {
   auto run = [&]<class T>() {
     const T* xd = x.data<T>();
     T* yd = y.data<T>();
+    if constexpr (K == PoolKind::max) {
+      if (!ind) return max_pool_rows<T>(g, xd, yd, ctx.pool);
+    }
     ctx.pool.parallel_for(
         g.planes,
         [&](int64_t b, int64_t e) {
