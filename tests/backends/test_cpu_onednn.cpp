@@ -328,6 +328,25 @@ TEST(CpuOneDnn, QLinearConvIsExact) {
     check_exact("QLinearConv",
                 {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, Tensor::from_vector<int8_t>({-3}, {}), bias}, true,
                 {{"strides", attr_ints({2, 2})}});
+    // y's zero point 0: oneDNN requantizes itself, per-channel and per-tensor scales, with and without a
+    // bias.
+    check_exact("QLinearConv", {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, u8_scalar(0), bias}, true,
+                pads);
+    check_exact("QLinearConv",
+                {x, xs, u8_scalar(x_zp), w, w_scales, w_zp, ys, Tensor::from_vector<int8_t>({0}, {}), bias},
+                true, pads);
+  }
+  // Halves: with a multiplier of 0.5 every odd sum is a tie, rounded to even; sums past either end saturate.
+  Tensor small = random_integers({2, 5, 9, 11}, 5, 0, 3, DType::u8),
+         w3 = random_integers({7, 5, 3, 3}, 6, -3, 3, DType::i8);
+  Tensor one = f32({1.f}, {}), half = f32({0.5f}, {}),
+         small_bias = random_integers({7}, 7, -200, 200, DType::i32);
+  for (const Tensor& y_zp : {u8_scalar(0), Tensor::from_vector<int8_t>({0}, {})}) {
+    check_exact("QLinearConv",
+                {small, one, u8_scalar(0), w3, half, Tensor::zeros(DType::i8, {}), one, y_zp, small_bias},
+                true, pads);
+    check_exact("QLinearConv", {small, one, u8_scalar(1), w3, half, Tensor::zeros(DType::i8, {}), one, y_zp},
+                true, pads);
   }
 }
 

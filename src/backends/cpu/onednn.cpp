@@ -136,6 +136,10 @@ struct ConvPlan {
   bool bias = false, sum = false;
   bool src_zero_point = false;  // ConvInteger, QLinearConv: input 2 is the runtime zero point of x
   bool requantize = false;      // QLinearConv: y is the int32 sum, requantized after
+  // QLinearConv whose y zero point is 0: oneDNN adds the int32 bias (input 8), scales by
+  // x_scale * w_scale / y_scale (runtime output scales) and rounds and saturates into y itself.
+  bool scaled_output = false;
+  size_t weights() const { return requantize || scaled_output ? 3 : 1; }  // QLinearConv's W is input 3
 };
 
 struct MatMulPlan {
@@ -398,6 +402,17 @@ std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const Valu
 // nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
 // requantized by the reference kernels' `requantize` (round half to even, then the zero point):
 // oneDNN adds the zero point in float before rounding, which can round a sum differently.
+// QLinearConv's x_scale * w_scale / y_scale per output channel (or one), as its reference kernel computes
+// them.
+std::vector<float> requantize_multipliers(const Tensor& x_scale, const Tensor& w_scale,
+                                          const Tensor& y_scale) {
+  float xs = float(x_scale.to_double_vector()[0]), ys = float(y_scale.to_double_vector()[0]);
+  std::vector<double> ws = w_scale.to_double_vector();
+  std::vector<float> multiplier(ws.begin(), ws.end());
+  for (float& m : multiplier) m = xs * m / ys;
+  return multiplier;
+}
+
 std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
   bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
   if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !onednn_exact_integer_products())
@@ -429,18 +444,37 @@ std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const
   if (shape_numel(x->shape) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
   ConvDims d = conv_dims(conv_geometry(node, x->shape, w->shape, ys, false), w->shape);
   ConvPlan p;
+  // With y's zero point 0, oneDNN's epilogue is the reference's requantization to the bit:
+  // float(sum) + float(bias) is the int32 sum (both below 2^24 in magnitude), one product by the
+  // multiplier, round half to even, saturate. A zero point it would add before rounding.
+  auto constant = [&](size_t i) {
+    const ValueInfo* v = input_info(inputs, i);
+    return v && v->value && v->value->defined();
+  };
+  p.scaled_output = qlinear && constant(1) && constant(4) && constant(6) && constant(7) &&
+                    input_info(inputs, 7)->value->to_double_vector()[0] == 0;
+  memory::data_type y_type = p.scaled_output
+                                 ? (out[0].dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8)
+                                 : memory::data_type::s32;
   p.x = memory::desc(to_dims(x->shape), memory::data_type::u8, plain_tag(rank));
-  p.y = p.z = memory::desc(to_dims(ys), memory::data_type::s32, plain_tag(rank));
+  p.y = p.z = memory::desc(to_dims(ys), y_type, plain_tag(rank));
   p.w = memory::desc(d.weights, memory::data_type::s8, weights_tag(rank, d.weights.size() > rank));
   p.src_zero_point = true;
-  p.requantize = qlinear;
+  p.requantize = qlinear && !p.scaled_output;
+  p.bias = p.scaled_output && input_info(inputs, 8);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (p.scaled_output) {  // oneDNN's int8 convolutions take the scales when the primitive is made
+    std::vector<float> m = requantize_multipliers(
+        *input_info(inputs, 1)->value, *input_info(inputs, 4)->value, *input_info(inputs, 6)->value);
+    attr.set_output_scales(m.size() == 1 ? 0 : 1 << 1, m);
+  }
   try {
-    memory::desc src(to_dims(x->shape), memory::data_type::u8, Tag::any),
-        dst(to_dims(ys), memory::data_type::s32, Tag::any), wany(d.weights, memory::data_type::s8, Tag::any);
-    p.pd = dnnl::convolution_forward::primitive_desc(d.forward(src, wany, memory::desc(), dst), attr, cpu_engine());
+    memory::desc src(to_dims(x->shape), memory::data_type::u8, Tag::any), dst(to_dims(ys), y_type, Tag::any),
+        wany(d.weights, memory::data_type::s8, Tag::any),
+        bias = p.bias ? memory::desc({ys[1]}, memory::data_type::s32, Tag::x) : memory::desc();
+    p.pd = dnnl::convolution_forward::primitive_desc(d.forward(src, wany, bias, dst), attr, cpu_engine());
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
@@ -508,7 +542,12 @@ class ConvKernel : public PreparedKernel {
     if (plan_.src_zero_point)
       args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] =
           memory(memory::desc({1}, memory::data_type::s32, Tag::x), cpu_engine(), &x_zp);
-    if (plan_.bias) args[DNNL_ARG_BIAS] = wrap(memory::desc({plan_.y.dims()[1]}, memory::data_type::f32, Tag::x), in[2]);
+    if (plan_.scaled_output) {
+      if (plan_.bias)
+        args[DNNL_ARG_BIAS] = wrap(memory::desc({plan_.y.dims()[1]}, memory::data_type::s32, Tag::x), in[8]);
+    } else if (plan_.bias) {
+      args[DNNL_ARG_BIAS] = wrap(memory::desc({plan_.y.dims()[1]}, memory::data_type::f32, Tag::x), in[2]);
+    }
     conv_.execute(s, args);
     if (from_dst_) from_dst_->execute(s, dst, y);
     s.wait();
@@ -531,11 +570,8 @@ class ConvKernel : public PreparedKernel {
           },
           grain_for(spatial));
     }
-    float xs = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
-    std::vector<double> ws = in[4]->to_double_vector();
-    std::vector<float> multiplier(ws.begin(), ws.end());
-    for (float& m : multiplier) m = xs * m / ys;
-    requantize(acc, y.numel(), multiplier, spatial, int32_t(in[7]->to_double_vector()[0]), y, &pool);
+    requantize(acc, y.numel(), requantize_multipliers(*in[1], *in[4], *in[6]), spatial,
+               int32_t(in[7]->to_double_vector()[0]), y, &pool);
   }
 
   ConvPlan plan_;
@@ -715,7 +751,7 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
     return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}, "oneDNN integer matmul"};
   }
   if (auto p = plan_conv_integer(node, opset, inputs))
-    return {p->pd.weights_desc().get_size(), {size_t(p->requantize ? 3 : 1)}, "oneDNN integer conv"};
+    return {p->pd.weights_desc().get_size(), {p->weights()}, "oneDNN integer conv"};
   return {};
 }
 
@@ -735,7 +771,7 @@ std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t ops
     return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
   }
   if (auto p = plan_conv_integer(node, opset, inputs)) {
-    const Tensor& w = *inputs[p->requantize ? 3 : 1]->value;
+    const Tensor& w = *inputs[p->weights()]->value;
     return std::make_unique<ConvKernel>(std::move(*p), w);
   }
   return nullptr;
