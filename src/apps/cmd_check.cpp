@@ -269,7 +269,8 @@ void add_check_command(CLI::App& app) {
   static CheckArgs a;
   auto* cmd = app.add_subcommand(
       "check",
-      "Run one model on two devices or in two precisions, or two models whose value names match (fp32 and a quantized or edited "
+      "Run one model on two devices or in two precisions, or two models whose value names match (fp32 and a "
+      "quantized or edited "
       "copy), on the same inputs, and compare every intermediate value both runs make: a table in the "
       "topological order of A (node, op, output, shape, max abs error, max relative error, flags), the first "
       "node out of tolerance and the ten worst.\n"
@@ -280,6 +281,9 @@ void add_check_command(CLI::App& app) {
       "Both sides run with fusion off, so that every node and value name of the model is in the table; "
       "--fused keeps the fusion passes (fused values are then missing or renamed). Nodes folded into "
       "constants at load are not rows. Sequences and optionals are counted, not compared.\n"
+      "The first run's values wait for the second's in memory up to 2 GiB, the others in a temporary "
+      "file in $TMPDIR (else /tmp) that is removed at exit: a large model's unfused values can take "
+      "tens of GiB of disk there.\n"
       "Exit code: 0 every value within tolerance, 1 some value out of tolerance, 2 a usage or model error.");
   cmd->add_option("models", a.models, "MODEL (with --devices A,B) or MODEL_A MODEL_B")->expected(1, 2);
   cmd->add_option("--devices", a.devices,

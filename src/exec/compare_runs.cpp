@@ -1,9 +1,16 @@
 #include "exec/compare_runs.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace vlrt {
@@ -74,12 +81,107 @@ void run_observed(Session& s, const TensorMap& inputs, ValueObserver observer) {
   s.run(inputs);
 }
 
+// The first run's values until the second makes its own: in memory while they fit the budget, the
+// tensors past it appended to a temporary file that is unlinked at once (it goes with the
+// descriptor, whatever happens).
+class HeldValues {
+ public:
+  explicit HeldValues(size_t budget) : budget_(budget) {}
+  ~HeldValues() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HeldValues(const HeldValues&) = delete;
+  HeldValues& operator=(const HeldValues&) = delete;
+
+  void put(const std::string& name, const Tensor& t) {
+    take(name);  // a value made twice (a Loop's body) keeps its last
+    if (!t.is_tensor() || in_memory_ + t.nbytes() <= budget_) {
+      in_memory_ += t.is_tensor() ? t.nbytes() : 0;
+      memory_[name] = t;
+      return;
+    }
+    spilled_[name] = {t.dtype(), t.shape(), end_};
+    write_all(t.raw(), t.nbytes());
+  }
+
+  // The value and its removal from the store; nothing when the first run did not make it.
+  std::optional<Tensor> take(const std::string& name) {
+    if (auto it = memory_.find(name); it != memory_.end()) {
+      Tensor t = it->second;
+      in_memory_ -= t.is_tensor() ? t.nbytes() : 0;
+      memory_.erase(it);
+      return t;
+    }
+    auto it = spilled_.find(name);
+    if (it == spilled_.end()) return std::nullopt;
+    Tensor t(it->second.dtype, it->second.shape);
+    read_all(t.raw(), t.nbytes(), it->second.offset);
+    spilled_.erase(it);
+    return t;
+  }
+
+  size_t size() const { return memory_.size() + spilled_.size(); }
+
+ private:
+  struct Spilled {
+    DType dtype;
+    Shape shape;
+    off_t offset;
+  };
+
+  void open_file() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir && *dir ? dir : "/tmp") + "/vlrt-check-XXXXXX";
+    fd_ = ::mkstemp(path_.data());
+    if (fd_ < 0)
+      fail("cannot create a temporary file in ", path_.substr(0, path_.rfind('/')),
+           " for the first run's values: ", std::strerror(errno),
+           "; set TMPDIR to a writable folder with room for them");
+    ::unlink(path_.c_str());
+  }
+
+  void write_all(const void* data, size_t n) {
+    if (fd_ < 0) open_file();
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < n;) {
+      ssize_t w = ::pwrite(fd_, p + done, n - done, end_ + off_t(done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        fail("cannot hold the first run's values in a temporary file in ", path_.substr(0, path_.rfind('/')),
+             ": ", w < 0 ? std::strerror(errno) : "nothing written", " after ", (end_ + off_t(done)) >> 20,
+             " MiB; free disk space there or set TMPDIR to a folder with more");
+      done += size_t(w);
+    }
+    end_ += off_t(n);
+  }
+
+  void read_all(void* data, size_t n, off_t offset) const {
+    char* p = static_cast<char*>(data);
+    for (size_t done = 0; done < n;) {
+      ssize_t r = ::pread(fd_, p + done, n - done, offset + off_t(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        fail("cannot read back the first run's values from their temporary file: ",
+             r < 0 ? std::strerror(errno) : "unexpected end of file");
+      done += size_t(r);
+    }
+  }
+
+  size_t budget_, in_memory_ = 0;
+  std::map<std::string, Tensor> memory_;
+  std::map<std::string, Spilled> spilled_;
+  int fd_ = -1;
+  off_t end_ = 0;
+  std::string path_;
+};
+
 }  // namespace
 
-RunComparison compare_runs(Session& a, Session& b, const TensorMap& inputs, const Tolerance& tol) {
-  std::map<std::string, Tensor> values_a;
+RunComparison compare_runs(Session& a, Session& b, const TensorMap& inputs, const Tolerance& tol,
+                           size_t memory_budget) {
+  HeldValues values_a(memory_budget);
   run_observed(a, inputs,
-               [&](const Node&, const std::string& value, const Tensor& t) { values_a[value] = t; });
+               [&](const Node&, const std::string& value, const Tensor& t) { values_a.put(value, t); });
 
   // b's values are compared as they are made, so that one run's values are held at a time.
   RunComparison result;
@@ -87,14 +189,13 @@ RunComparison compare_runs(Session& a, Session& b, const TensorMap& inputs, cons
   std::set<std::string> made_by_b;
   run_observed(b, inputs, [&](const Node&, const std::string& value, const Tensor& t) {
     made_by_b.insert(value);
-    auto it = values_a.find(value);
-    if (it == values_a.end()) return;
-    if (!it->second.is_tensor() || !t.is_tensor()) {
+    std::optional<Tensor> from_a = values_a.take(value);
+    if (!from_a) return;
+    if (!from_a->is_tensor() || !t.is_tensor()) {
       result.non_tensor_skipped++;
     } else {
-      diffs[value] = compare_values(it->second, t);
+      diffs[value] = compare_values(*from_a, t);
     }
-    values_a.erase(it);
   });
   result.only_a = values_a.size();
 

@@ -56,8 +56,13 @@ struct RunComparison {
 };
 
 // Runs `a` then `b` on `inputs` (each must accept them) and compares each node output whose
-// name both runs make. `a`'s values are kept on the host until `b` has made its own.
-RunComparison compare_runs(Session& a, Session& b, const TensorMap& inputs, const Tolerance& tol);
+// name both runs make. `a`'s values are kept on the host until `b` has made its own: in memory
+// up to `memory_budget` bytes, the tensors past it in an unnamed temporary file (in $TMPDIR,
+// else /tmp), so that a model whose intermediate values outgrow memory (GroundingDINO at
+// 1333x800 makes over 20 GiB of them unfused) can still be checked.
+inline constexpr size_t kDefaultCheckMemory = size_t(2) << 30;
+RunComparison compare_runs(Session& a, Session& b, const TensorMap& inputs, const Tolerance& tol,
+                           size_t memory_budget = kDefaultCheckMemory);
 
 // Node output names the two graphs have in common (none: the two models cannot be compared).
 size_t shared_value_names(const Graph& a, const Graph& b);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "cli_util.h"
@@ -33,10 +34,11 @@ TensorMap ramp_input() {
   return {{"x", Tensor::from_vector(v, {1, 4, 8, 8})}};
 }
 
-RunComparison compare(const std::string& a, const std::string& b, const std::string& device_b = "cpu") {
+RunComparison compare(const std::string& a, const std::string& b, const std::string& device_b = "cpu",
+                      size_t memory_budget = kDefaultCheckMemory) {
   Session sa(load_onnx(fixture(a)), unfused("cpu"));
   Session sb(load_onnx(fixture(b)), unfused(device_b));
-  return compare_runs(sa, sb, ramp_input(), Tolerance{});
+  return compare_runs(sa, sb, ramp_input(), Tolerance{}, memory_budget);
 }
 
 }  // namespace
@@ -90,6 +92,41 @@ TEST(CompareRuns, PlantedFaultIsTheFirstNodeOutOfTolerance) {
   ASSERT_EQ(worst.size(), 6u);
   EXPECT_GT(c.rows[worst[0]].diff.max_rel, 0);
   EXPECT_EQ(c.rows[worst.back()].diff.max_rel, 0);
+}
+
+// The first run's values past the memory budget wait in a temporary file: with no budget, or one
+// that holds some of them, every row is the one held all in memory gives.
+TEST(CompareRuns, ValuesPastTheMemoryBudgetComeBackFromATemporaryFile) {
+  RunComparison held = compare("base", "shift_fault");
+  for (size_t budget : {size_t(0), size_t(1024)}) {
+    SCOPED_TRACE(budget);
+    RunComparison spilled = compare("base", "shift_fault", "cpu", budget);
+    ASSERT_EQ(spilled.rows.size(), held.rows.size());
+    EXPECT_EQ(spilled.first_over, held.first_over);
+    EXPECT_EQ(spilled.only_a, held.only_a);
+    for (size_t i = 0; i < held.rows.size(); i++) {
+      EXPECT_EQ(spilled.rows[i].value, held.rows[i].value);
+      EXPECT_EQ(spilled.rows[i].diff.max_abs, held.rows[i].diff.max_abs) << held.rows[i].value;
+      EXPECT_EQ(spilled.rows[i].diff.peak_a, held.rows[i].diff.peak_a) << held.rows[i].value;
+    }
+  }
+}
+
+// A temporary folder that cannot take the file is an error that says what to do.
+TEST(CompareRuns, AnUnwritableTemporaryFolderIsAClearError) {
+  const char* before = std::getenv("TMPDIR");
+  std::string saved = before ? before : "";
+  setenv("TMPDIR", "/nonexistent-folder-for-vlrt-check", 1);
+  try {
+    compare("base", "shift_fault", "cpu", 0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("set TMPDIR to a writable folder"), std::string::npos) << e.what();
+  }
+  if (before)
+    setenv("TMPDIR", saved.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
 }
 
 TEST(CompareRuns, IdenticalModelsHaveNoError) {
