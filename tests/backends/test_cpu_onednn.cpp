@@ -267,8 +267,10 @@ TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
   int64_t k = 75, n = 33;
   Tensor b = random_integers({k, n}, 1, -127, 127, DType::i8);
   Tensor column_scales = random_uniform({n}, 2, 0.001f, 0.02f), scale = f32({0.0123f}, {}), bias = random_uniform({n}, 3);
+  // The last: enough rows that oneDNN dequantizes the product itself (its output scales and a bias post-op).
   std::vector<Tensor> activations = {random_uniform({2, 7, k}, 4, -3, 5), random_uniform({9, k}, 5, 0.5f, 2),
-                                     random_uniform({3, k}, 6, -2, -0.1f), Tensor::zeros(DType::f32, {4, k})};
+                                     random_uniform({3, k}, 6, -2, -0.1f), Tensor::zeros(DType::f32, {4, k}),
+                                     random_uniform({2100, k}, 9, -3, 5)};
   for (size_t i = 0; i < activations.size(); i++) {
     SCOPED_TRACE(i);
     const Tensor& a = activations[i];
