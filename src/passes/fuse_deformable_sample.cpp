@@ -11,16 +11,6 @@ namespace vlrt {
 
 namespace {
 
-// The node's axes (opset 13's input or the attribute before it).
-std::optional<std::vector<int64_t>> axes_of(FusionGraph& g, const Node& n) {
-  if (n.inputs.size() >= 2 && !n.inputs[1].empty()) {
-    const Tensor* t = g.constant(n.inputs[1]);
-    if (!t) return std::nullopt;
-    return t->to_int64_vector();
-  }
-  return n.attr_ints("axes", {});
-}
-
 // The GridSample attributes the fused node carries: every level's must be the same.
 struct Sampling {
   std::string mode, padding_mode;

@@ -10,16 +10,9 @@ namespace {
 
 // The ReduceSum's axes (opset 13's input or the attribute before it) are exactly the last axis.
 bool sums_last_axis(FusionGraph& g, const Node& sum, std::optional<size_t> rank) {
-  std::vector<int64_t> axes;
-  if (sum.inputs.size() >= 2 && !sum.inputs[1].empty()) {
-    const Tensor* t = g.constant(sum.inputs[1]);
-    if (!t) return false;
-    axes = t->to_int64_vector();
-  } else {
-    axes = sum.attr_ints("axes", {});
-  }
-  if (axes.size() != 1) return false;
-  return axes[0] == -1 || (rank && axes[0] == int64_t(*rank) - 1);
+  std::optional<std::vector<int64_t>> axes = axes_of(g, sum);
+  if (!axes || axes->size() != 1) return false;
+  return (*axes)[0] == -1 || (rank && (*axes)[0] == int64_t(*rank) - 1);
 }
 
 void fuse_at(FusionGraph& g, size_t index, FusionCounts& counts) {

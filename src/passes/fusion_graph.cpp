@@ -299,6 +299,15 @@ Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t
   return &g.node(size_t(p));
 }
 
+std::optional<std::vector<int64_t>> axes_of(FusionGraph& g, const Node& n) {
+  if (n.inputs.size() >= 2 && !n.inputs[1].empty()) {
+    const Tensor* t = g.constant(n.inputs[1]);
+    if (!t) return std::nullopt;
+    return t->to_int64_vector();
+  }
+  return n.attr_ints("axes", {});
+}
+
 std::vector<size_t> shape_computation(FusionGraph& g, const std::string& v, size_t reader,
                                       const std::string& stop) {
   // Every int64 node reachable backwards, then (a greatest fixed point) those read from outside dropped.

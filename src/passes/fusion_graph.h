@@ -128,6 +128,9 @@ Node* only_user(FusionGraph& g, const std::string& v, const char* op, size_t* in
 // The producer of v when it is op `op` and v has no other reader (its index in *index); nullptr
 // otherwise.
 Node* sole_producer(FusionGraph& g, const std::string& v, const char* op, size_t* index);
+// The axes of a ReduceSum, Unsqueeze, Squeeze...: opset 13's constant input 1, or the attribute
+// before it; nothing when the input is not a constant.
+std::optional<std::vector<int64_t>> axes_of(FusionGraph& g, const Node& n);
 // The nodes computing the int64 value v (a Reshape's target shape: Shape, Slice, Concat, ...)
 // that nothing but `reader` depends on, found backwards from v without passing `stop`: what
 // becomes dead when `reader` goes.
