@@ -407,6 +407,7 @@ void deformable_sample_sum_kernel(KernelContext& ctx) {
     first[size_t(l) + 1] = first[size_t(l)] + x.dim(2) * x.dim(3);
   }
   const int64_t pixels = first.back();
+  // Kept by the calling thread for the next call (GroundingDINO's: 8 x 22223 x 32 floats, 23 MB).
   static thread_local AlignedFloats t_pixels;
   float* by_pixel = grown(t_pixels, size_t(batch * pixels * channels));
   ctx.pool.parallel_for(
