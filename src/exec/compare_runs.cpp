@@ -94,7 +94,7 @@ class HeldValues {
   HeldValues& operator=(const HeldValues&) = delete;
 
   void put(const std::string& name, const Tensor& t) {
-    take(name);  // a value made twice (a Loop's body) keeps its last
+    forget(name);  // a value made twice (a Loop's body) keeps its last
     if (!t.is_tensor() || in_memory_ + t.nbytes() <= budget_) {
       in_memory_ += t.is_tensor() ? t.nbytes() : 0;
       memory_[name] = t;
@@ -108,8 +108,7 @@ class HeldValues {
   std::optional<Tensor> take(const std::string& name) {
     if (auto it = memory_.find(name); it != memory_.end()) {
       Tensor t = it->second;
-      in_memory_ -= t.is_tensor() ? t.nbytes() : 0;
-      memory_.erase(it);
+      forget(name);
       return t;
     }
     auto it = spilled_.find(name);
@@ -123,6 +122,14 @@ class HeldValues {
   size_t size() const { return memory_.size() + spilled_.size(); }
 
  private:
+  void forget(const std::string& name) {
+    if (auto it = memory_.find(name); it != memory_.end()) {
+      in_memory_ -= it->second.is_tensor() ? it->second.nbytes() : 0;
+      memory_.erase(it);
+    }
+    spilled_.erase(name);  // its bytes stay in the file, unread
+  }
+
   struct Spilled {
     DType dtype;
     Shape shape;

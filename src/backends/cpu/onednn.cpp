@@ -137,7 +137,8 @@ struct ConvPlan {
   bool src_zero_point = false;  // ConvInteger, QLinearConv: input 2 is the runtime zero point of x
   bool requantize = false;      // QLinearConv: y is the int32 sum, requantized after
   // QLinearConv whose y zero point is 0: oneDNN adds the int32 bias (input 8), scales by
-  // x_scale * w_scale / y_scale (runtime output scales) and rounds and saturates into y itself.
+  // x_scale * w_scale / y_scale (output scales fixed when the primitive is made) and rounds and
+  // saturates into y itself.
   bool scaled_output = false;
   size_t weights() const { return requantize || scaled_output ? 3 : 1; }  // QLinearConv's W is input 3
 };
@@ -299,13 +300,13 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
 // + bias[j], the same two roundings as the reference kernel, written as float32 straight into the output.
 struct IntegerMatMulPlan {
   dnnl::matmul::primitive_desc pd;
-  memory::desc a, w,
-      y;  // y: int32 (the node's output or a scratch accumulator), or float32 where scaled_output
+  // y: int32 (the node's output or a scratch accumulator), or float32 where scaled_output.
+  memory::desc a, w, y;
   bool quantize_a = false;
-  bool requantize = false;  // QLinearMatMul: inputs as ONNX orders them, y requantized from the int32 sum
-  bool scaled_output =
-      false;  // DynamicQuantizeMatMul dequantized by oneDNN's output scales and a bias post-op
-  bool bias = false;
+  // QLinearMatMul: inputs as ONNX orders them, y requantized from the int32 sum.
+  bool requantize = false;
+  // DynamicQuantizeMatMul dequantized by oneDNN's output scales, its bias (if any) a post-op.
+  bool scaled_output = false, bias = false;
   size_t weights() const { return requantize ? 3 : 1; }
 };
 
@@ -403,14 +404,8 @@ std::pair<Tensor, std::vector<int32_t>> int8_weights(const Tensor& w, const Valu
   return {std::move(w8), c};
 }
 
-// ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value) and QLinearConv
-// (the same, with per-tensor x and y scales, per-tensor or per-channel w scales, an int32 bias):
-// a u8s8s32 convolution with x's zero point a runtime value of the primitive. Padding contributes
-// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
-// requantized by the reference kernels' `requantize` (round half to even, then the zero point):
-// oneDNN adds the zero point in float before rounding, which can round a sum differently.
-// QLinearConv's x_scale * w_scale / y_scale per output channel (or one), as its reference kernel computes
-// them.
+// QLinearConv's and QLinearMatMul's requantization multipliers, x_scale * w_scale / y_scale per output
+// channel (or one), as their reference kernels compute them.
 std::vector<float> requantize_multipliers(const Tensor& x_scale, const Tensor& w_scale,
                                           const Tensor& y_scale) {
   float xs = float(x_scale.to_double_vector()[0]), ys = float(y_scale.to_double_vector()[0]);
@@ -420,6 +415,13 @@ std::vector<float> requantize_multipliers(const Tensor& x_scale, const Tensor& w
   return multiplier;
 }
 
+// ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value) and QLinearConv
+// (the same, with per-tensor x and y scales, per-tensor or per-channel w scales, an int32 bias):
+// a u8s8s32 convolution with x's zero point a runtime value of the primitive. Padding contributes
+// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
+// requantized by the reference kernels' `requantize` (round half to even, then the zero point):
+// oneDNN adds the zero point in float before rounding, which can round a sum differently. Where
+// that zero point is 0, oneDNN requantizes itself (ConvPlan::scaled_output).
 std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
   bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
   if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !onednn_exact_integer_products())
@@ -674,11 +676,8 @@ class IntegerMatMulKernel : public PreparedKernel {
     if (plan_.scaled_output) return;
     if (!column_offset_.empty()) add_column_offsets(a, a_zp, m, k, n, acc, pool);
     if (plan_.requantize) {  // as QLinearMatMul's reference kernel: sum * (a_scale * b_scale / y_scale)
-      float as = float(in[1]->to_double_vector()[0]), ys = float(in[6]->to_double_vector()[0]);
-      std::vector<double> bs = in[4]->to_double_vector();
-      std::vector<float> multiplier(bs.begin(), bs.end());
-      for (float& v : multiplier) v = as * v / ys;
-      requantize(acc, m * n, multiplier, 1, int32_t(in[7]->to_double_vector()[0]), *out[0]);
+      requantize(acc, m * n, requantize_multipliers(*in[1], *in[4], *in[6]), 1,
+                 int32_t(in[7]->to_double_vector()[0]), *out[0]);
       return;
     }
     if (!plan_.quantize_a) return;
