@@ -78,6 +78,9 @@ class Backend {
   // Whether 8-bit integer products run faster here than float32 ones, and exactly: a QDQ model
   // then runs as integer ops unless asked otherwise (SessionOptions::fuse_qdq).
   virtual bool fast_integer_products() const { return false; }
+  // Whether its QLinearConv kernels read and write activations channels-last ([N, H, W, C]) without
+  // converting them: quantized convolutions then run so (passes/qlinear_channels_last.cpp).
+  virtual bool channels_last_integer_convs() const { return false; }
 
   // Runs one node. Inputs and outputs are on this device, outputs allocated with their
   // final shapes; an input the state replaced may be nullptr. Work may be queued:

@@ -61,6 +61,13 @@ Attribute int_attribute(int64_t v) {
   return a;
 }
 
+Attribute ints_attribute(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::ints;
+  a.ints = std::move(v);
+  return a;
+}
+
 Node make_node(const std::string& name, const std::string& op, std::vector<std::string> inputs,
                std::vector<std::string> outputs) {
   Node n;

@@ -75,8 +75,9 @@ Node make_node(const std::string& name, const std::string& op, std::vector<std::
                std::vector<std::string> outputs);
 // n is the operator `op` of the default (ONNX) domain.
 inline bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op_type == op; }
-// An integer attribute holding v.
+// An integer attribute holding v, and a list of integers.
 Attribute int_attribute(int64_t v);
+Attribute ints_attribute(std::vector<int64_t> v);
 
 struct Graph {
   std::vector<Node> nodes;  // topologically sorted after load

@@ -1,6 +1,6 @@
 // Shape inference for ONNX Runtime's quantized contrib ops (domain com.microsoft): QLinearAdd,
 // QLinearMul, QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearGlobalAveragePool, QGemm,
-// DynamicQuantizeMatMul and MatMulIntegerToFloat.
+// DynamicQuantizeMatMul, MatMulIntegerToFloat, and the channels-last QLinearConv and NhwcMaxPool.
 #include "ops/linalg_semantics.h"
 #include "ops/op_schema.h"
 #include "ops/quantization_semantics.h"
@@ -89,6 +89,26 @@ Shape channels_first(const Shape& s) {
   return r;
 }
 
+Shape channels_last(const Shape& s) {
+  Shape r = s;
+  r.push_back(r[1]);
+  r.erase(r.begin() + 1);
+  return r;
+}
+
+bool is_channels_last(const Node& n) {
+  if (n.domain != "com.microsoft") return false;
+  return n.op_type == "NhwcMaxPool" || (n.op_type == "QLinearConv" && n.attr_int("channels_last", 0) != 0);
+}
+
+Node as_channels_first(const Node& n) {
+  Node f = n;
+  f.domain.clear();
+  f.attrs.erase("channels_last");
+  if (n.op_type == "NhwcMaxPool") f.op_type = "MaxPool";
+  return f;
+}
+
 namespace {
 
 // The shape of AveragePool (opset 19) over X, moved to channels-last and back when channels_last is set.
@@ -109,6 +129,27 @@ void infer_qlinear_average_pool(InferContext& ctx) {
     y.erase(y.begin() + 1);
   }
   ctx.set_output(0, t, y);
+}
+
+// com.microsoft QLinearConv and NhwcMaxPool: the standard op's checks and shape (opset 19), on X
+// moved to channels-first where the node is channels-last.
+void infer_channels_last(InferContext& ctx) {
+  bool last = is_channels_last(ctx.node);
+  if (ctx.node.op_type == "NhwcMaxPool") check_quantized_input(ctx, 0, "X");
+  std::vector<const ValueInfo*> inputs(ctx.input_count(), nullptr);
+  for (size_t i = 0; i < inputs.size(); i++)
+    if (ctx.has_input(i)) inputs[i] = &ctx.input_info(i);
+  ValueInfo x;
+  if (last) {
+    const Shape& shape = ctx.input_shape(0);
+    if (shape.size() < 3) fail("X must have rank >= 3 ([N, D..., C]), got ", shape_str(shape));
+    x.dtype = ctx.input_dtype(0);
+    x.shape_known = true;
+    x.shape = channels_first(shape);
+    inputs[0] = &x;
+  }
+  ValueInfo y = infer_node(as_channels_first(ctx.node), 19, inputs).at(0);
+  ctx.set_output(0, y.dtype, last ? channels_last(y.shape) : y.shape);
 }
 
 // A float scale and an optional zero point of b (inputs s, z), each one value or one per column.
@@ -183,6 +224,8 @@ void register_quantization_contrib_schemas(SchemaTable& t) {
   t["com.microsoft.QLinearConcat"] = {infer_qlinear_concat, 5, -1};
   t["com.microsoft.QLinearGlobalAveragePool"] = {infer_qlinear_global_average_pool, 5, 5};
   t["com.microsoft.QLinearAveragePool"] = {infer_qlinear_average_pool, 4, 5};
+  t["com.microsoft.QLinearConv"] = {infer_channels_last, 8, 9};
+  t["com.microsoft.NhwcMaxPool"] = {infer_channels_last, 1, 1};
   t["com.microsoft.QGemm"] = {infer_qgemm, 6, 9};
   t["com.microsoft.DynamicQuantizeMatMul"] = {infer_dynamic_quantize_matmul, 3, 5};
   t["com.microsoft.MatMulIntegerToFloat"] = {infer_matmul_integer_to_float, 4, 7};

@@ -53,6 +53,16 @@ void check_zero_point_type(const InferContext& ctx, size_t zp, DType want, const
 // runs, and the NCHW form of an NHWC shape for its channels_last variant.
 Node qlinear_average_pool_as_float(const Node& n);
 Shape channels_first(const Shape& s);
+// [N, C, D...] as [N, D..., C]: the inverse of channels_first.
+Shape channels_last(const Shape& s);
+
+// ONNX Runtime's channels-last forms of two ops on 8-bit values: com.microsoft QLinearConv with
+// channels_last=1 and com.microsoft NhwcMaxPool compute the standard QLinearConv and MaxPool on X
+// moved from [N, D..., C] to [N, C, D...], their Y moved back. Whether n is such a node (a
+// com.microsoft QLinearConv without the attribute is the standard one), and the standard node it
+// computes.
+bool is_channels_last(const Node& n);
+Node as_channels_first(const Node& n);
 
 // Saturate(RoundHalfToEven(v) + zp) in T's range; NaN gives T's lowest value.
 template <class T>

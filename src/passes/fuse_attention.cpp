@@ -54,13 +54,6 @@ std::string strip_transpose(FusionGraph& g, const std::string& v, size_t rank, s
   return t->inputs[0];
 }
 
-Attribute ints_attr(const std::vector<int64_t>& v) {
-  Attribute a;
-  a.kind = Attribute::Kind::ints;
-  a.ints = v;
-  return a;
-}
-
 void fuse_attention_at(FusionGraph& g, size_t softmax_index, FusionCounts& counts) {
   Node& softmax = g.node(softmax_index);
   if (!is_op(&softmax, "Softmax")) return;
@@ -137,10 +130,10 @@ void fuse_attention_at(FusionGraph& g, size_t softmax_index, FusionCounts& count
   fused.outputs = {y};
   fused.attrs["scale"].kind = Attribute::Kind::f;
   fused.attrs["scale"].f = float(scale);
-  if (q_perm != identity) fused.attrs["q_perm"] = ints_attr(q_perm);
-  if (k_perm != identity) fused.attrs["k_perm"] = ints_attr(k_perm);
-  if (v_perm != identity) fused.attrs["v_perm"] = ints_attr(v_perm);
-  if (out_perm != identity) fused.attrs["out_perm"] = ints_attr(out_perm);
+  if (q_perm != identity) fused.attrs["q_perm"] = ints_attribute(q_perm);
+  if (k_perm != identity) fused.attrs["k_perm"] = ints_attribute(k_perm);
+  if (v_perm != identity) fused.attrs["v_perm"] = ints_attribute(v_perm);
+  if (out_perm != identity) fused.attrs["out_perm"] = ints_attribute(out_perm);
   g.replace_all(std::move(nodes), std::move(fused));
   counts[mask.empty() ? "Attention" : "Attention+mask"]++;
 }

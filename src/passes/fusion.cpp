@@ -10,7 +10,7 @@ FusionOptions FusionOptions::none() {
   FusionOptions o;
   o.drop_identity = o.conv_batchnorm = o.conv_affine = o.hard_swish = o.conv_activation = o.matmul =
       o.layer_norm = o.gelu = o.attention = o.weighted_sum = o.deformable_sample = o.dynamic_quant_matmul =
-          o.conv_layout = o.half_weights = false;
+          o.conv_layout = o.qlinear_channels_last = o.half_weights = false;
   return o;
 }
 
@@ -34,7 +34,8 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
       {options.dynamic_quant_matmul, fuse_dynamic_quant_matmul},
   };
   int64_t block = options.conv_layout ? host.conv_channel_block() : 0;
-  bool any = block > 0;
+  bool channels_last = options.qlinear_channels_last && host.channels_last_integer_convs();
+  bool any = block > 0 || channels_last;
   for (auto& [on, pass] : passes) any = any || on;
   FusionReport report;
   if (!any) return report;
@@ -49,6 +50,11 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
   if (block > 0) {  // last: it rewrites the convolutions the passes above made
     FusionCounts counts;
     block_conv_layout(graph, counts, block);
+    for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
+  }
+  if (channels_last) {
+    FusionCounts counts;
+    qlinear_channels_last(graph, counts);
     for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
   }
   graph.finish();

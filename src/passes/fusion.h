@@ -40,6 +40,9 @@ struct FusionOptions {
   bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).
   bool conv_layout = true;
+  // QLinearConv and the quantized ops between such convolutions channels-last, where the
+  // backend's integer convolutions compute so (Backend::channels_last_integer_convs).
+  bool qlinear_channels_last = true;
   // Weights stored in float16 or bfloat16 (a Cast of the initializer) stay so for the products
   // and Gathers that read them, where the backend reads them so (passes/half_weights.h).
   bool half_weights = true;

@@ -114,6 +114,8 @@ void fuse_deformable_sample(FusionGraph& g, FusionCounts& counts);
 // Not a fusion but run with them, last: runs of convolutions keep their activations in blocks
 // of `block` channels (conv_layout.cpp).
 void block_conv_layout(FusionGraph& g, FusionCounts& counts, int64_t block);
+// Also last: quantized convolutions and the ops between them channels-last (qlinear_channels_last.cpp).
+void qlinear_channels_last(FusionGraph& g, FusionCounts& counts);
 
 // Matching helpers the passes share.
 // n is the standard-domain op `op` (false for null).

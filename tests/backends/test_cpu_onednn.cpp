@@ -20,6 +20,7 @@ Node node_for(const std::string& op, const std::vector<Tensor>& inputs, std::map
   Node n = make_node(op, inputs.size(), 1, std::move(attrs));
   if (op == "FusedConv" || op == "DynamicQuantizeMatMul") n.domain = "com.microsoft";
   if (op == "FusedMatMul" || op == "BlockedConv" || op == "FromChannelBlocks") n.domain = "vlrt";
+  if (n.attrs.count("channels_last")) n.domain = "com.microsoft";  // QLinearConv on [N, H, W, C]
   for (size_t i = 0; i < inputs.size(); i++)
     if (!inputs[i].defined()) n.inputs[i] = "";
   return n;
@@ -343,12 +344,65 @@ TEST(CpuOneDnn, QLinearConvIsExact) {
          w3 = random_integers({7, 5, 3, 3}, 6, -3, 3, DType::i8);
   Tensor one = f32({1.f}, {}), half = f32({0.5f}, {}),
          small_bias = random_integers({7}, 7, -200, 200, DType::i32);
-  for (const Tensor& y_zp : {u8_scalar(0), Tensor::from_vector<int8_t>({0}, {})}) {
+  // A y zero point other than 0 is added after oneDNN's rounding, not before.
+  for (const Tensor& y_zp : {u8_scalar(0), Tensor::from_vector<int8_t>({0}, {}), u8_scalar(7),
+                             Tensor::from_vector<int8_t>({-5}, {})}) {
     check_exact("QLinearConv",
                 {small, one, u8_scalar(0), w3, half, Tensor::zeros(DType::i8, {}), one, y_zp, small_bias},
                 true, pads);
     check_exact("QLinearConv", {small, one, u8_scalar(1), w3, half, Tensor::zeros(DType::i8, {}), one, y_zp},
                 true, pads);
+  }
+}
+
+// com.microsoft QLinearConv with channels_last=1: oneDNN's kernel equals the reference kernel to the
+// bit, and the reference is the standard QLinearConv on the channels-first tensors. Odd channel
+// counts, padding, stride, dilation, groups, depthwise, batch > 1; y zero points 0 and not.
+TEST(CpuOneDnn, ChannelsLastQLinearConvIsExact) {
+  struct Case {
+    Shape x, w;
+    std::map<std::string, Attribute> attrs;
+  };
+  std::vector<Case> cases = {
+      {{2, 5, 9, 11}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 3, 13, 10}, {17, 3, 3, 2}, {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
+      {{1, 4, 12, 12}, {6, 4, 3, 3}, {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
+      {{2, 6, 8, 7}, {9, 2, 3, 3}, {{"group", attr_i(3)}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 20, 9, 9},
+       {20, 1, 3, 3},
+       {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{3, 17, 5, 6}, {33, 17, 1, 1}, {}},
+      {{1, 64, 7, 7}, {70, 64, 3, 3}, {{"auto_pad", attr_s("SAME_UPPER")}}},
+  };
+  auto move = [](const Tensor& t, std::vector<int64_t> perm) {
+    return run_op("Transpose", {t}, {{"perm", attr_ints(std::move(perm))}})[0];
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    SCOPED_TRACE(i);
+    const Case& c = cases[i];
+    int64_t m = c.w[0];
+    Tensor x = random_integers(c.x, uint32_t(i), 0, 255, DType::u8),
+           w = random_integers(c.w, uint32_t(i) + 50, -128, 127, DType::i8);
+    Tensor bias = random_integers({m}, uint32_t(i) + 70, -20000, 20000, DType::i32);
+    Tensor w_scales = random_uniform({m}, uint32_t(i) + 90, 0.001f, 0.01f),
+           w_zp = Tensor::zeros(DType::i8, {m});
+    Tensor xs = f32({0.02f}, {}), ys = f32({0.37f}, {});
+    auto last = c.attrs;
+    last["channels_last"] = attr_i(1);
+    for (const Tensor& y_zp : {u8_scalar(0), u8_scalar(131)}) {
+      std::vector<Tensor> in = {move(x, {0, 2, 3, 1}), xs, u8_scalar(37), w, w_scales, w_zp, ys, y_zp, bias};
+      check_exact("QLinearConv", in, true, last);
+      in[4] = f32({0.004f}, {});
+      in[5] = Tensor::zeros(DType::i8, {});
+      check_exact("QLinearConv", in, true, last);
+      Tensor want = run_on_cpu(
+          node_for("QLinearConv", {x, xs, u8_scalar(37), w, in[4], in[5], ys, y_zp, bias}, c.attrs),
+          {x, xs, u8_scalar(37), w, in[4], in[5], ys, y_zp, bias}, true);
+      Tensor got = run_on_cpu(node_for("QLinearConv", in, last), in, true);
+      Tensor want_last = move(want, {0, 2, 3, 1});
+      ASSERT_EQ(got.shape(), want_last.shape());
+      EXPECT_EQ(std::memcmp(got.raw(), want_last.raw(), got.nbytes()), 0);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/ops/grid_sample.h"
 #include "op_test_util.h"
 
@@ -30,6 +31,56 @@ using Attrs = std::map<std::string, Attribute>;
 }  // namespace
 
 // ---- Pooling -------------------------------------------------------------------------------
+
+// com.microsoft NhwcMaxPool: MaxPool of the channels-first copy, moved back to channels-last, for
+// uint8 and int8 values, 5 channels, padding, strides, dilations, ceil mode, SAME padding, batch 2,
+// one and two spatial axes.
+TEST(Spatial, NhwcMaxPoolIsMaxPoolOnChannelsLastValues) {
+  std::vector<Attrs> cases = {
+      {{"kernel_shape", attr_ints({3, 3})},
+       {"strides", attr_ints({2, 2})},
+       {"pads", attr_ints({1, 1, 1, 1})}},
+      {{"kernel_shape", attr_ints({2, 3})},
+       {"dilations", attr_ints({2, 1})},
+       {"ceil_mode", attr_i(1)},
+       {"strides", attr_ints({2, 2})}},
+      {{"kernel_shape", attr_ints({3, 2})},
+       {"auto_pad", attr_s("SAME_LOWER")},
+       {"strides", attr_ints({1, 3})}},
+      {{"kernel_shape", attr_ints({1, 1})}},
+  };
+  auto move = [](const Tensor& t, std::vector<int64_t> perm) {
+    return run_op("Transpose", {t}, {{"perm", attr_ints(std::move(perm))}})[0];
+  };
+  for (DType dtype : {DType::u8, DType::i8}) {
+    Tensor x = dtype == DType::u8 ? pattern<uint8_t>({2, 5, 9, 11}, 251, 1, 125)
+                                  : pattern<int8_t>({2, 5, 9, 11}, 251, 1, 0);
+    Tensor x_last = move(x, {0, 2, 3, 1});
+    for (size_t i = 0; i < cases.size(); i++) {
+      SCOPED_TRACE(i);
+      Node n = make_node("NhwcMaxPool", 1, 1, cases[i]);
+      n.domain = "com.microsoft";
+      Tensor got = run_node_cpu(n, 1, {&x_last}, test_pool()).at(0);
+      Tensor want = move(run_op("MaxPool", {x}, cases[i])[0], {0, 2, 3, 1});
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+    }
+  }
+  Tensor x1 = pattern<uint8_t>({1, 17, 3}, 251, 1, 125);  // [N, W, C]
+  Node n = make_node("NhwcMaxPool", 1, 1, {{"kernel_shape", attr_ints({3})}, {"pads", attr_ints({1, 1})}});
+  n.domain = "com.microsoft";
+  Tensor got = run_node_cpu(n, 1, {&x1}, test_pool()).at(0);
+  Tensor want = move(run_op("MaxPool", {move(x1, {0, 2, 1})}, n.attrs)[0], {0, 2, 1});
+  ASSERT_EQ(got.shape(), want.shape());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0);
+  Tensor f = pattern({1, 4, 4, 2});
+  try {
+    run_node_cpu(n, 1, {&f}, test_pool());
+    ADD_FAILURE() << "a float32 NhwcMaxPool ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("X must be"), std::string::npos) << e.what();
+  }
+}
 
 TEST(Spatial, MaxPool2dCeilModeWithIndices) {
   auto y = run_op("MaxPool", {pattern({1, 2, 5, 6})},

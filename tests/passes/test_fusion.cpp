@@ -698,6 +698,61 @@ TEST(Fusion, ARunOfConvolutionsKeepsItsActivationsBlocked) {
   EXPECT_EQ(plain.ops.count("vlrt.BlockedConv"), 0u);
 }
 
+// Quantized convolutions run channels-last with the QLinearAdd, MaxPool and
+// QLinearGlobalAveragePool between them: one Transpose in, one back for each value read outside
+// (a graph output mid-run, a DequantizeLinear, the pooled result), the same bytes as the plain run.
+TEST(Fusion, QuantizedConvolutionsRunChannelsLast) {
+  if (!CpuBackend(0, 1).channels_last_integer_convs())
+    GTEST_SKIP() << "no channels-last integer convolutions here";
+  Builder b;
+  auto u8 = [&](int v) { return b.constant(Tensor::from_vector<uint8_t>({uint8_t(v)}, {})); };
+  auto i8 = [&](Shape s, uint32_t seed) {
+    Tensor t = random_uniform(s, seed, -127, 127);
+    return b.constant(t.converted(DType::i8));
+  };
+  auto qconv = [&](const std::string& x, int64_t m, int64_t c, int64_t k, int y_zp, uint32_t seed,
+                   Attrs attrs) {
+    Tensor bias = random_uniform({m}, seed + 1, -3000, 3000).converted(DType::i32);
+    return b.node(
+        "QLinearConv",
+        {x, b.constant(scalar(0.02f)), u8(128), i8({m, c, k, k}, seed),
+         b.constant(random_uniform({m}, seed + 2, 0.001f, 0.01f)), b.constant(Tensor::zeros(DType::i8, {m})),
+         b.constant(scalar(0.02f)), u8(y_zp), b.constant(bias)},
+        std::move(attrs));
+  };
+  std::string x = b.input("x", {2, 5, 9, 11});
+  std::string q = b.node("QuantizeLinear", {x, b.constant(scalar(0.02f)), u8(128)});
+  std::string c1 = qconv(q, 20, 5, 3, 128, 1, {{"pads", attr_ints({1, 1, 1, 1})}});
+  std::string c2 = qconv(c1, 20, 1, 3, 0, 5, {{"pads", attr_ints({1, 1, 1, 1})}, {"group", attr_i(20)}});
+  std::string sum = b.node("QLinearAdd",
+                           {c1, b.constant(scalar(0.02f)), u8(128), c2, b.constant(scalar(0.02f)), u8(0),
+                            b.constant(scalar(0.03f)), u8(120)},
+                           {}, "com.microsoft");
+  std::string pooled = b.node("MaxPool", {sum},
+                              {{"kernel_shape", attr_ints({3, 3})},
+                               {"strides", attr_ints({2, 2})},
+                               {"pads", attr_ints({1, 1, 1, 1})}});
+  std::string c3 = qconv(pooled, 7, 20, 1, 3, 9, {});
+  b.output(b.node("QLinearGlobalAveragePool",
+                  {c3, b.constant(scalar(0.02f)), u8(3), b.constant(scalar(0.01f)), u8(100)}, {},
+                  "com.microsoft"));
+  b.output(b.node("DequantizeLinear", {c3, b.constant(scalar(0.02f)), u8(3)}));
+  b.output(c2);
+  Compared c = run_both(b.m, {{"x", random_uniform({2, 5, 9, 11}, 6, -2.5f, 2.5f)}}, {}, 0);
+  EXPECT_EQ(c.ops["com.microsoft.QLinearConv"], 3);
+  EXPECT_EQ(c.ops.count("QLinearConv"), 0u);
+  EXPECT_EQ(c.ops["com.microsoft.NhwcMaxPool"], 1);
+  EXPECT_EQ(c.ops["Transpose"], 4);
+  EXPECT_EQ(report_of(c),
+            "1 NhwcMaxPool channels-last, 1 QLinearAdd channels-last, 3 QLinearConv channels-last, "
+            "1 QLinearGlobalAveragePool channels-last, 3 Transpose from channels-last, 1 Transpose to "
+            "channels-last");
+  FusionOptions plain_layout;
+  plain_layout.qlinear_channels_last = false;
+  EXPECT_EQ(run_both(b.m, {{"x", random_uniform({2, 5, 9, 11}, 6)}}, plain_layout, 0).ops.count("Transpose"),
+            0u);
+}
+
 // Convolution weights stored in half precision stay so in the blocked convolutions; a
 // convolution that a BatchNormalization follows, or one left unblocked, gets float32 weights.
 TEST(Fusion, BlockedConvolutionsKeepHalfPrecisionWeights) {

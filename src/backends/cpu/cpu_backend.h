@@ -36,6 +36,7 @@ class CpuBackend : public Backend {
   bool reads_half_conv_weights() const override;
   // oneDNN's uint8 x int8 kernels with VNNI (onednn_exact_integer_products); not on the reference kernels.
   bool fast_integer_products() const override;
+  bool channels_last_integer_convs() const override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }

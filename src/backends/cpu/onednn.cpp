@@ -136,10 +136,13 @@ struct ConvPlan {
   bool bias = false, sum = false;
   bool src_zero_point = false;  // ConvInteger, QLinearConv: input 2 is the runtime zero point of x
   bool requantize = false;      // QLinearConv: y is the int32 sum, requantized after
-  // QLinearConv whose y zero point is 0: oneDNN adds the int32 bias (input 8), scales by
-  // x_scale * w_scale / y_scale (output scales fixed when the primitive is made) and rounds and
-  // saturates into y itself.
+  // QLinearConv with constant scales and y zero point: oneDNN adds the int32 bias (input 8), scales by
+  // x_scale * w_scale / y_scale (output scales fixed when the primitive is made) and rounds; with the
+  // zero point 0 it saturates into y itself, otherwise into int32 sums to which the zero point is
+  // added after.
   bool scaled_output = false;
+  int32_t y_zero_point = 0;
+  bool channels_last = false;  // com.microsoft QLinearConv with channels_last: x and y [N, D..., C]
   size_t weights() const { return requantize || scaled_output ? 3 : 1; }  // QLinearConv's W is input 3
 };
 
@@ -418,12 +421,12 @@ std::vector<float> requantize_multipliers(const Tensor& x_scale, const Tensor& w
 // ConvInteger(x uint8, w a constant int8 with zero points 0, x_zp one value) and QLinearConv
 // (the same, with per-tensor x and y scales, per-tensor or per-channel w scales, an int32 bias):
 // a u8s8s32 convolution with x's zero point a runtime value of the primitive. Padding contributes
-// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. QLinearConv's int32 sum is
-// requantized by the reference kernels' `requantize` (round half to even, then the zero point):
-// oneDNN adds the zero point in float before rounding, which can round a sum differently. Where
-// that zero point is 0, oneDNN requantizes itself (ConvPlan::scaled_output).
+// nothing, in oneDNN (whose padding holds the zero point) as in ONNX. With constant scales and y
+// zero point oneDNN scales and rounds (ConvPlan::scaled_output); otherwise QLinearConv's int32 sum
+// is requantized by the reference kernels' `requantize` (round half to even, then the zero point).
+// com.microsoft QLinearConv with channels_last=1 is the same on [N, H, W, C] activations.
 std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
-  bool qlinear = node.domain.empty() && node.op_type == "QLinearConv";
+  bool qlinear = (node.domain.empty() || node.domain == "com.microsoft") && node.op_type == "QLinearConv";
   if (!(qlinear || (node.domain.empty() && node.op_type == "ConvInteger")) || !onednn_exact_integer_products())
     return std::nullopt;
   const ValueInfo *x = input_info(inputs, 0), *w = input_info(inputs, qlinear ? 3 : 1), *x_zp = input_info(inputs, 2);
@@ -431,6 +434,18 @@ std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const
   if (!w || !w->shape_known || w->dtype != DType::i8 || !w->value || !w->value->defined()) return std::nullopt;
   size_t rank = w->shape.size();
   if (rank < 3 || rank > 5 || x->shape.size() != rank) return std::nullopt;
+  // com.microsoft QLinearConv with channels_last: the standard node on the channels-first shapes, its
+  // tensors described to oneDNN as lying channels-last.
+  const bool last = is_channels_last(node);
+  ValueInfo x_first;
+  std::vector<const ValueInfo*> first_inputs = inputs;
+  if (last) {
+    x_first = *x;
+    x_first.value.reset();
+    x_first.shape = channels_first(x->shape);
+    first_inputs[0] = x = &x_first;
+  }
+  const Tag layout = last ? channels_last_tag(rank) : plain_tag(rank);
   std::optional<std::vector<int32_t>> w_zp = column_zero_points(input_info(inputs, qlinear ? 5 : 3), w->shape[0]);
   if (!w_zp || std::any_of(w_zp->begin(), w_zp->end(), [](int32_t v) { return v != 0; })) return std::nullopt;
   if (x_zp && (!x_zp->shape_known || x_zp->dtype != DType::u8 || shape_numel(x_zp->shape) != 1)) return std::nullopt;
@@ -446,27 +461,29 @@ std::optional<ConvPlan> plan_conv_integer(const Node& node, int64_t opset, const
     if (bias && !(bias->shape_known && bias->dtype == DType::i32 && shape_numel(bias->shape) == w->shape[0]))
       return std::nullopt;
   }
-  std::vector<ValueInfo> out = infer_node(node, opset, inputs);
+  std::vector<ValueInfo> out = infer_node(last ? as_channels_first(node) : node, opset, first_inputs);
   if (out.empty() || !out[0].shape_known || out[0].dtype != (qlinear ? input_info(inputs, 7)->dtype : DType::i32))
     return std::nullopt;
   const Shape& ys = out[0].shape;
   if (shape_numel(x->shape) == 0 || shape_numel(w->shape) == 0 || shape_numel(ys) == 0) return std::nullopt;
   ConvDims d = conv_dims(conv_geometry(node, x->shape, w->shape, ys, false), w->shape);
   ConvPlan p;
-  // With y's zero point 0, oneDNN's epilogue is the reference's requantization to the bit:
-  // float(sum) + float(bias) is the int32 sum (both below 2^24 in magnitude), one product by the
-  // multiplier, round half to even, saturate. A zero point it would add before rounding.
+  // With constant scales, oneDNN's epilogue is the reference's requantization to the bit up to the
+  // zero point: float(sum) + float(bias) is the int32 sum (both below 2^24 in magnitude), one product
+  // by the multiplier, round half to even. A zero point it would add before rounding, which can round a
+  // tie the other way: one other than 0 is added to its rounded int32 products after.
   auto constant = [&](size_t i) {
     const ValueInfo* v = input_info(inputs, i);
     return v && v->value && v->value->defined();
   };
-  p.scaled_output = qlinear && constant(1) && constant(4) && constant(6) && constant(7) &&
-                    input_info(inputs, 7)->value->to_double_vector()[0] == 0;
-  memory::data_type y_type = p.scaled_output
+  p.scaled_output = qlinear && constant(1) && constant(4) && constant(6) && constant(7);
+  if (p.scaled_output) p.y_zero_point = int32_t(input_info(inputs, 7)->value->to_double_vector()[0]);
+  memory::data_type y_type = p.scaled_output && p.y_zero_point == 0
                                  ? (out[0].dtype == DType::u8 ? memory::data_type::u8 : memory::data_type::s8)
                                  : memory::data_type::s32;
-  p.x = memory::desc(to_dims(x->shape), memory::data_type::u8, plain_tag(rank));
-  p.y = p.z = memory::desc(to_dims(ys), y_type, plain_tag(rank));
+  p.x = memory::desc(to_dims(x->shape), memory::data_type::u8, layout);
+  p.y = p.z = memory::desc(to_dims(ys), y_type, layout);
+  p.channels_last = last;
   p.w = memory::desc(d.weights, memory::data_type::s8, weights_tag(rank, d.weights.size() > rank));
   p.src_zero_point = true;
   p.requantize = qlinear && !p.scaled_output;
@@ -528,7 +545,8 @@ class ConvKernel : public PreparedKernel {
     use_threads(single_threaded_ ? 1 : pool.size());
     dnnl::stream& s = thread_stream();
     memory x = wrap(plan_.x, in[0]);
-    memory y(plan_.y, cpu_engine(), plan_.requantize ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
+    const bool own_acc = plan_.requantize || plan_.y_zero_point != 0;
+    memory y(plan_.y, cpu_engine(), own_acc ? t_acc.get(plan_.y.get_size()) : out[0]->raw());
     memory src = x, dst = y;
     if (to_src_) {
       src = memory(plan_.pd.src_desc(), cpu_engine(), t_src.get(plan_.pd.src_desc().get_size()));
@@ -561,12 +579,30 @@ class ConvKernel : public PreparedKernel {
     if (from_dst_) from_dst_->execute(s, dst, y);
     s.wait();
     if (plan_.requantize) requantize_sum(static_cast<int32_t*>(y.get_data_handle()), in, *out[0], pool);
+    if (plan_.y_zero_point != 0)  // the rounded products, plus the zero point, saturated
+      requantize(static_cast<int32_t*>(y.get_data_handle()), out[0]->numel(), {1.f}, 1, plan_.y_zero_point,
+                 *out[0], &pool);
   }
 
  private:
   // QLinearConv's epilogue, as its reference kernel: the bias, then y = requantize(sum * x_scale * w_scale / y_scale).
   void requantize_sum(int32_t* acc, const std::vector<const Tensor*>& in, Tensor& y, ThreadPool& pool) const {
     int64_t channels = plan_.y.dims()[1], spatial = y.numel() / std::max<int64_t>(1, y.dim(0) * channels);
+    if (plan_.channels_last) {  // rows of `channels` values: one bias and multiplier per column
+      if (in.size() > 8 && in[8]) {
+        const int32_t* bias = in[8]->data<int32_t>();
+        pool.parallel_for(
+            y.numel() / std::max<int64_t>(channels, 1),
+            [&](int64_t r0, int64_t r1) {
+              for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = 0; c < channels; c++) acc[r * channels + c] += bias[c];
+            },
+            grain_for(channels));
+      }
+      requantize(acc, y.numel(), requantize_multipliers(*in[1], *in[4], *in[6]), 1,
+                 int32_t(in[7]->to_double_vector()[0]), y, &pool);
+      return;
+    }
     if (in.size() > 8 && in[8]) {
       const int32_t* bias = in[8]->data<int32_t>();
       pool.parallel_for(

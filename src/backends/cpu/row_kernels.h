@@ -62,6 +62,9 @@ struct RowKernelsF32 {
   // y[i] = Saturate(RoundHalfToEven(float(acc[i]) * multiplier) + zp): requantized 32-bit sums.
   void (*requantize_8bit)(const int32_t* acc, float multiplier, int32_t zp, bool is_signed, void* y,
                           int64_t n);
+  // The same with one multiplier per element: multiplier[i] (a row of per-column multipliers).
+  void (*requantize_columns_8bit)(const int32_t* acc, const float* multiplier, int32_t zp, bool is_signed,
+                                  void* y, int64_t n);
   // ONNX Runtime's QLinearAdd on raw 8-bit values of one type: c[i] = Saturate(RoundHalfToEven(
   // fma(a[i], ra, fma(b[i], rb, fixed)))), or with b_first fma(b[i], rb, fma(a[i], ra, fixed)).
   void (*qlinear_add_8bit)(const void* a, const void* b, float ra, float rb, float fixed, bool b_first,

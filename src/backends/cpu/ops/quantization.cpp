@@ -380,9 +380,21 @@ void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multipl
   dispatch_quantized(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
     if (channels > 1 && inner == 1) {  // one multiplier per column: rows of `channels` values
-      for (int64_t i = 0; i < n; i += channels)
-        for (int64_t j = 0; j < std::min(channels, n - i); j++)
-          out[i + j] = quantize_value<T>(float(acc[i + j]) * multiplier[size_t(j)], zp);
+      auto rows = [&](int64_t r0, int64_t r1) {
+        for (int64_t i = r0 * channels; i < std::min(n, r1 * channels); i += channels) {
+          const int64_t count = std::min(channels, n - i);
+          if (sizeof(T) == 1 && row) {
+            row->requantize_columns_8bit(acc + i, multiplier.data(), zp, std::is_signed_v<T>, out + i, count);
+            continue;
+          }
+          for (int64_t j = 0; j < count; j++)
+            out[i + j] = quantize_value<T>(float(acc[i + j]) * multiplier[size_t(j)], zp);
+        }
+      };
+      if (pool)
+        pool->parallel_for(ceil_div(n, channels), rows, grain_for(channels));
+      else
+        rows(0, ceil_div(n, channels));
       return;
     }
     // Runs of `inner` values that share a multiplier (of at most 64 Ki values with one multiplier), on the

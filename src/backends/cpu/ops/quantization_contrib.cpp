@@ -158,12 +158,19 @@ void qlinear_global_average_pool_kernel(KernelContext& ctx) {
   std::vector<int32_t> acc(size_t(n * c), 0);
   dispatch_q8(x.dtype(), [&]<class T>() {
     const T* xd = x.data<T>();
-    for (int64_t b = 0; b < n; b++)
-      for (int64_t ch = 0; ch < c; ch++) {
-        int64_t s = 0;
-        for (int64_t p = 0; p < size; p++) s += xd[last ? (b * size + p) * c + ch : (b * c + ch) * size + p];
-        acc[size_t(b * c + ch)] = int32_t(s - int64_t(px.zp) * size);
+    std::vector<int64_t> sums(static_cast<size_t>(c));
+    for (int64_t b = 0; b < n; b++) {
+      std::fill(sums.begin(), sums.end(), 0);
+      if (last) {  // rows of C values
+        for (int64_t p = 0; p < size; p++)
+          for (int64_t ch = 0; ch < c; ch++) sums[size_t(ch)] += xd[(b * size + p) * c + ch];
+      } else {
+        for (int64_t ch = 0; ch < c; ch++)
+          for (int64_t p = 0; p < size; p++) sums[size_t(ch)] += xd[(b * c + ch) * size + p];
       }
+      for (int64_t ch = 0; ch < c; ch++)
+        acc[size_t(b * c + ch)] = int32_t(sums[size_t(ch)] - int64_t(px.zp) * size);
+    }
   });
   requantize(acc.data(), n * c, {px.scale / float(size) / py.scale}, 1, py.zp, y);
 }
@@ -206,6 +213,31 @@ void qlinear_average_pool_kernel(KernelContext& ctx) {
   dispatch_q8(y.dtype(), [&]<class T>() {
     T* out = y.data<T>();
     for (size_t i = 0; i < avg.size(); i++) out[i] = quantize_value<T>(avg[i] / py.scale + float(py.zp), 0);
+  });
+}
+
+// com.microsoft QLinearConv: the standard QLinearConv's reference kernel, on X moved to [N, C, D...] and
+// back where it is channels-last.
+void channels_last_qlinear_conv_kernel(KernelContext& ctx) {
+  std::vector<const Tensor*> in(ctx.node.inputs.size(), nullptr);
+  for (size_t i = 0; i < in.size(); i++)
+    if (ctx.has_input(i)) in[i] = &ctx.input(i);
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  bool last = is_channels_last(ctx.node);
+  Tensor xf(x.dtype(), last ? channels_first(x.shape()) : x.shape());
+  int64_t n = x.dim(0), c = xf.dim(1);
+  dispatch_q8(x.dtype(), [&]<class T>() {
+    if (last) move_channels(x.data<T>(), xf.data<T>(), n, c, x.numel() / std::max<int64_t>(1, n * c), false);
+  });
+  if (last) in[0] = &xf;
+  Tensor yf = run_node_cpu(as_channels_first(ctx.node), 19, in, ctx.pool).at(0);
+  dispatch_q8(y.dtype(), [&]<class T>() {
+    int64_t yc = yf.dim(1);
+    if (last)
+      move_channels(yf.data<T>(), y.data<T>(), n, yc, yf.numel() / std::max<int64_t>(1, n * yc), true);
+    else
+      std::copy_n(yf.data<T>(), yf.numel(), y.data<T>());
   });
 }
 
@@ -288,6 +320,7 @@ void register_quantization_contrib_kernels(CpuKernelTable& t) {
   t["com.microsoft.QLinearConcat"] = {qlinear_concat_kernel};
   t["com.microsoft.QLinearGlobalAveragePool"] = {qlinear_global_average_pool_kernel};
   t["com.microsoft.QLinearAveragePool"] = {qlinear_average_pool_kernel};
+  t["com.microsoft.QLinearConv"] = {channels_last_qlinear_conv_kernel};
   t["com.microsoft.QGemm"] = {qgemm_kernel};
   t["com.microsoft.DynamicQuantizeMatMul"] = {dynamic_quantize_matmul_kernel};
   t["com.microsoft.MatMulIntegerToFloat"] = {matmul_integer_to_float_kernel};

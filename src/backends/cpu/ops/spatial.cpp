@@ -7,7 +7,9 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/ops/grid_sample.h"
+#include "backends/cpu/ops/quantization.h"
 #include "core/dispatch.h"
+#include "ops/quantization_semantics.h"
 #include "ops/shape_util.h"
 #include "ops/spatial_semantics.h"
 
@@ -158,6 +160,37 @@ void max_pool_rows(const PoolGeom& g, const T* xd, T* yd, ThreadPool& pool) {
         }
       },
       grain_for(g.out[2] * g.k[0] * g.k[1] * g.k[2]));
+}
+
+template <class T>
+void max_into_row(T* __restrict best, const T* __restrict row, int64_t n) {
+  for (int64_t k = 0; k < n; k++) best[k] = row[k] > best[k] ? row[k] : best[k];
+}
+
+// com.microsoft NhwcMaxPool: MaxPool of 8-bit X [N, D..., C] into Y [N, D'..., C], each output pixel
+// the elementwise maximum of the C-long rows its window reads.
+void nhwc_max_pool_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  const int64_t c = x.dim(-1), batch = x.dim(0);
+  PoolGeom g = pool_geom(as_channels_first(ctx.node), channels_first(x.shape()), channels_first(y.shape()));
+  dispatch_q8(x.dtype(), [&]<class T>() {
+    const T* xd = x.data<T>();
+    T* yd = y.data<T>();
+    ctx.pool.parallel_for(
+        batch * g.out_size,
+        [&](int64_t b, int64_t e) {
+          for (int64_t task = b; task < e; task++) {
+            const int64_t image = task / g.out_size, o = task % g.out_size;
+            const int64_t o0 = o / (g.out[1] * g.out[2]), o1 = o / g.out[2] % g.out[1], o2 = o % g.out[2];
+            T* best = yd + task * c;
+            std::fill_n(best, c, lowest_value<T>());
+            for_window(g, o0, o1, o2,
+                       [&](int64_t i) { max_into_row(best, xd + (image * g.in_size + i) * c, c); });
+          }
+        },
+        grain_for(c * g.k[0] * g.k[1] * g.k[2]));
+  });
 }
 
 template <PoolKind K>
@@ -1093,6 +1126,7 @@ void space_to_depth_kernel(KernelContext& ctx) {
 
 void register_spatial_kernels(CpuKernelTable& t) {
   t["MaxPool"] = {pool_kernel<PoolKind::max>};
+  t["com.microsoft.NhwcMaxPool"] = {nhwc_max_pool_kernel};
   t["AveragePool"] = {pool_kernel<PoolKind::avg>};
   t["LpPool"] = {pool_kernel<PoolKind::lp>};
   t["GlobalMaxPool"] = {global_pool_kernel<PoolKind::max>};
