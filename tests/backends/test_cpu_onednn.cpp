@@ -286,25 +286,33 @@ TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
 }
 
 // Padding contributes nothing (it holds x's zero point) in both kernels.
-TEST(CpuOneDnn, ConvIntegerIsExact) {
-  struct Case {
-    Shape x, w;
-    std::map<std::string, Attribute> attrs;
-  };
-  std::vector<Case> cases = {
+// Integer convolutions the fast kernels find awkward: channels off the blocks, padding, stride,
+// dilation, groups, depthwise, batch > 1, SAME padding, one and three spatial axes (the last two).
+struct IntegerConvCase {
+  Shape x, w;
+  std::map<std::string, Attribute> attrs;
+};
+std::vector<IntegerConvCase> integer_conv_cases() {
+  return {
       {{2, 5, 9, 11}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}}},
       {{1, 3, 13, 10}, {17, 3, 3, 2}, {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
       {{1, 4, 12, 12}, {6, 4, 3, 3}, {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
       {{2, 6, 8, 7}, {9, 2, 3, 3}, {{"group", attr_i(3)}, {"pads", attr_ints({1, 1, 1, 1})}}},
-      {{1, 20, 9, 9}, {20, 1, 3, 3}, {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
+      {{1, 20, 9, 9},
+       {20, 1, 3, 3},
+       {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
       {{3, 17, 5, 6}, {33, 17, 1, 1}, {}},
       {{1, 64, 7, 7}, {70, 64, 3, 3}, {{"auto_pad", attr_s("SAME_UPPER")}}},
       {{2, 3, 17}, {5, 3, 4}, {{"strides", attr_ints({2})}, {"pads", attr_ints({1, 2})}}},
       {{1, 3, 5, 6, 7}, {4, 3, 3, 2, 3}, {{"pads", attr_ints({1, 0, 1, 1, 1, 0})}}},
   };
+}
+
+TEST(CpuOneDnn, ConvIntegerIsExact) {
+  std::vector<IntegerConvCase> cases = integer_conv_cases();
   for (size_t i = 0; i < cases.size(); i++) {
     SCOPED_TRACE(i);
-    const Case& c = cases[i];
+    const IntegerConvCase& c = cases[i];
     Tensor x = random_integers(c.x, uint32_t(i), 0, 255, DType::u8), w = random_integers(c.w, uint32_t(i) + 50, -128, 127, DType::i8);
     check_exact("ConvInteger", {x, w}, true, c.attrs);
     for (int zp : {0, 255, 37}) check_exact("ConvInteger", {x, w, u8_scalar(zp), Tensor::zeros(DType::i8, {c.w[0]})}, true, c.attrs);
@@ -359,27 +367,14 @@ TEST(CpuOneDnn, QLinearConvIsExact) {
 // bit, and the reference is the standard QLinearConv on the channels-first tensors. Odd channel
 // counts, padding, stride, dilation, groups, depthwise, batch > 1; y zero points 0 and not.
 TEST(CpuOneDnn, ChannelsLastQLinearConvIsExact) {
-  struct Case {
-    Shape x, w;
-    std::map<std::string, Attribute> attrs;
-  };
-  std::vector<Case> cases = {
-      {{2, 5, 9, 11}, {7, 5, 3, 3}, {{"pads", attr_ints({1, 1, 1, 1})}}},
-      {{1, 3, 13, 10}, {17, 3, 3, 2}, {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
-      {{1, 4, 12, 12}, {6, 4, 3, 3}, {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
-      {{2, 6, 8, 7}, {9, 2, 3, 3}, {{"group", attr_i(3)}, {"pads", attr_ints({1, 1, 1, 1})}}},
-      {{1, 20, 9, 9},
-       {20, 1, 3, 3},
-       {{"group", attr_i(20)}, {"strides", attr_ints({2, 2})}, {"pads", attr_ints({1, 1, 1, 1})}}},
-      {{3, 17, 5, 6}, {33, 17, 1, 1}, {}},
-      {{1, 64, 7, 7}, {70, 64, 3, 3}, {{"auto_pad", attr_s("SAME_UPPER")}}},
-  };
+  std::vector<IntegerConvCase> cases = integer_conv_cases();
+  cases.resize(cases.size() - 2);  // two spatial axes
   auto move = [](const Tensor& t, std::vector<int64_t> perm) {
     return run_op("Transpose", {t}, {{"perm", attr_ints(std::move(perm))}})[0];
   };
   for (size_t i = 0; i < cases.size(); i++) {
     SCOPED_TRACE(i);
-    const Case& c = cases[i];
+    const IntegerConvCase& c = cases[i];
     int64_t m = c.w[0];
     Tensor x = random_integers(c.x, uint32_t(i), 0, 255, DType::u8),
            w = random_integers(c.w, uint32_t(i) + 50, -128, 127, DType::i8);
