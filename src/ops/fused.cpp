@@ -29,6 +29,11 @@
 //   mode bilinear (or linear) only, and keepdims (1). Multi-scale deformable attention's sampling
 //   of every level and its weighted sum, as written by the PyTorch reference (GridSample per
 //   level, Unsqueeze, Concat, Reshape, Mul, ReduceSum), without the sampled values in memory.
+//
+// vlrt.DynamicQuantizeMatMuls(A, B_0, B_scale_0, B_zero_point_0, Bias_0, B_1, ...) -> Y_0, Y_1, ...
+//   Y_i = com.microsoft DynamicQuantizeMatMul(A, B_i, B_scale_i, B_zero_point_i, Bias_i): several
+//   dynamically quantized products of one A (attention's query, key and value projections), four
+//   inputs per product ("" where absent). A is quantized once, and the products can run as one.
 #include "ops/contrib_semantics.h"
 #include "ops/fused_semantics.h"
 #include "ops/op_schema.h"
@@ -195,7 +200,40 @@ AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, cons
   return d;
 }
 
+size_t dynamic_product_count(const Node& n) { return n.inputs.empty() ? 0 : (n.inputs.size() - 1 + 3) / 4; }
+
+Node dynamic_product(const Node& n, size_t i) {
+  Node p;
+  p.name = cat(n.name, "_", i);
+  p.op_type = "DynamicQuantizeMatMul";
+  p.domain = "com.microsoft";
+  p.inputs = {n.inputs[0]};
+  for (size_t k = 1 + 4 * i; k < 5 + 4 * i; k++) p.inputs.push_back(k < n.inputs.size() ? n.inputs[k] : "");
+  while (p.inputs.back().empty()) p.inputs.pop_back();
+  p.outputs = {n.outputs.at(i)};
+  return p;
+}
+
+namespace {
+
+void infer_dynamic_quantize_matmuls(InferContext& ctx) {
+  size_t count = dynamic_product_count(ctx.node);
+  if (count != ctx.output_count())
+    fail("has ", ctx.output_count(), " outputs for ", count, " products (four inputs each after A)");
+  for (size_t i = 0; i < count; i++) {
+    std::vector<const ValueInfo*> inputs = {&ctx.input_info(0)};
+    for (size_t k = 1 + 4 * i; k < std::min(ctx.input_count(), 5 + 4 * i); k++)
+      inputs.push_back(ctx.has_input(k) ? &ctx.input_info(k) : nullptr);
+    while (!inputs.back()) inputs.pop_back();
+    ValueInfo y = infer_node(dynamic_product(ctx.node, i), 1, inputs).at(0);
+    ctx.set_output(i, y.dtype, y.shape);
+  }
+}
+
+}  // namespace
+
 void register_fused_schemas(SchemaTable& t) {
+  t["vlrt.DynamicQuantizeMatMuls"] = {infer_dynamic_quantize_matmuls, 3, -1};
   t["vlrt.FusedMatMul"] = {infer_fused_matmul, 2, 4};
   t["vlrt.Attention"] = {infer_attention, 3, 4};
   t["vlrt.WeightedSum"] = {infer_weighted_sum, 2, 2};

@@ -22,4 +22,10 @@ struct AttentionDims {
 // Fails naming the operand whose rank, permutation or axes do not fit.
 AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, const Shape& v);
 
+// vlrt.DynamicQuantizeMatMuls: how many products it makes, and product i as the
+// com.microsoft DynamicQuantizeMatMul(A, B_i, B_scale_i, B_zero_point_i, Bias_i) node that computes
+// it (input names as in n, "" where absent; output i).
+size_t dynamic_product_count(const Node& n);
+Node dynamic_product(const Node& n, size_t i);
+
 }  // namespace vlrt

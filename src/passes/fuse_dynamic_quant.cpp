@@ -6,6 +6,8 @@
 // runs the integer GEMM and dequantizes in one pass, without the int32 and float intermediates.
 // It computes the same floats: the scale product, the conversion, the product and the sum are each
 // rounded as the nodes round them.
+#include <map>
+
 #include "passes/fusion_graph.h"
 
 namespace vlrt {
@@ -91,6 +93,42 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
 void fuse_dynamic_quant_matmul(FusionGraph& g, FusionCounts& counts) {
   for (size_t i = 0; i < g.size(); i++)
     if (g.alive(i)) fuse_product(g, i, counts);
+}
+
+void merge_dynamic_quant_matmuls(FusionGraph& g, FusionCounts& counts) {
+  std::map<std::string, std::vector<size_t>> by_a;  // the products of each A, in graph order
+  for (size_t i = 0; i < g.size(); i++) {
+    const Node& n = g.node(i);
+    if (!g.alive(i) || n.domain != "com.microsoft" || n.op_type != "DynamicQuantizeMatMul" ||
+        n.outputs.size() != 1)
+      continue;
+    const Tensor* w = g.constant(n.inputs[1]);
+    if (w && w->rank() == 2) by_a[n.inputs[0]].push_back(i);
+  }
+  for (auto& [a, products] : by_a) {
+    const Tensor* first = g.constant(g.node(products[0]).inputs[1]);
+    auto has_bias = [&](size_t i) { return g.node(i).inputs.size() > 4 && !g.node(i).inputs[4].empty(); };
+    std::vector<size_t> group;  // those whose B has the first's type and rows, with a bias as it has
+    for (size_t i : products) {
+      const Tensor* w = g.constant(g.node(i).inputs[1]);
+      if (w->dtype() == first->dtype() && w->dim(0) == first->dim(0) && has_bias(i) == has_bias(products[0]))
+        group.push_back(i);
+    }
+    if (group.size() < 2) continue;
+    Node merged;
+    merged.name = g.node(group[0]).name + "_shared_a";
+    merged.op_type = "DynamicQuantizeMatMuls";
+    merged.domain = "vlrt";
+    merged.inputs = {a};
+    for (size_t i : group) {
+      const Node& n = g.node(i);
+      for (size_t k = 1; k < 5; k++) merged.inputs.push_back(k < n.inputs.size() ? n.inputs[k] : "");
+      merged.outputs.push_back(n.outputs[0]);
+    }
+    while (merged.inputs.back().empty()) merged.inputs.pop_back();
+    g.replace_all(group, std::move(merged));
+    counts["DynamicQuantizeMatMul sharing A"] += group.size();
+  }
 }
 
 }  // namespace vlrt

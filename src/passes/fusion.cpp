@@ -47,6 +47,11 @@ FusionReport fuse(Model& model, const FusionOptions& options, Backend& host) {
     pass(graph, counts);
     for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
   }
+  if (options.dynamic_quant_matmul && host.fast_integer_products()) {
+    FusionCounts counts;
+    merge_dynamic_quant_matmuls(graph, counts);
+    for (auto& [pattern, n] : counts) report.emplace_back(pattern, n);
+  }
   if (block > 0) {  // last: it rewrites the convolutions the passes above made
     FusionCounts counts;
     block_conv_layout(graph, counts, block);

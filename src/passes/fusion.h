@@ -3,7 +3,8 @@
 // MatMul/Gemm+bias+activation as vlrt.FusedMatMul, LayerNormalization, Gelu and HardSwish
 // subgraphs, scaled dot-product attention, a Mul summed over its last axis as vlrt.WeightedSum and,
 // when it sums GridSamples, as vlrt.DeformableSampleSum,
-// dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul).
+// dynamically quantized MatMul as com.microsoft.DynamicQuantizeMatMul, those of one activation as
+// vlrt.DynamicQuantizeMatMuls, and quantized convolutions channels-last).
 // Every fused op has a CPU reference kernel; the fused graph computes what the original did.
 #pragma once
 
@@ -36,7 +37,8 @@ struct FusionOptions {
   // Every level's GridSample of multi-scale deformable attention and their vlrt.WeightedSum as
   // vlrt.DeformableSampleSum (needs weighted_sum).
   bool deformable_sample = true;
-  // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul.
+  // DynamicQuantizeLinear + MatMulInteger + dequantization as com.microsoft DynamicQuantizeMatMul;
+  // where the backend has fast integer products, those of one A as vlrt.DynamicQuantizeMatMuls.
   bool dynamic_quant_matmul = true;
   // Runs of convolutions in the backend's blocked layout (Backend::conv_channel_block).
   bool conv_layout = true;

@@ -105,6 +105,9 @@ void fuse_conv_affine(FusionGraph& g, FusionCounts& counts);
 void fuse_conv_activation(FusionGraph& g, FusionCounts& counts);
 void fuse_matmul(FusionGraph& g, FusionCounts& counts);
 void fuse_dynamic_quant_matmul(FusionGraph& g, FusionCounts& counts);
+// After it: the products of one A as one vlrt.DynamicQuantizeMatMuls, where the backend runs them
+// as one integer product (Backend::fast_integer_products).
+void merge_dynamic_quant_matmuls(FusionGraph& g, FusionCounts& counts);
 void fuse_layer_norm(FusionGraph& g, FusionCounts& counts);
 void fuse_gelu(FusionGraph& g, FusionCounts& counts);
 void fuse_hard_swish(FusionGraph& g, FusionCounts& counts);

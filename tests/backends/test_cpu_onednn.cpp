@@ -35,7 +35,9 @@ size_t packed_bytes(const Node& n, const std::vector<Tensor>& inputs) {
   PrepareInfo info = cpu.prepare_info(n, 17, infos.ptrs);
   if (info.bytes && info.kernel == packed_integer_prepare_info(n, infos.ptrs).kernel)
     return 0;  // vlrt's AVX2 one
-  if (info.bytes) {
+  if (info.bytes && n.op_type == "DynamicQuantizeMatMuls") {
+    EXPECT_EQ(info.replaced_inputs.size(), n.outputs.size());
+  } else if (info.bytes) {
     EXPECT_EQ(info.replaced_inputs, std::vector<size_t>{n.op_type.starts_with("QLinear") ? 3u : 1u}) << n.op_type;
   }
   return info.bytes;
@@ -283,6 +285,59 @@ TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
   check_exact("DynamicQuantizeMatMul", {activations[0], b, scale, Tensor::from_vector<int8_t>({2}, {})});
   check_exact("DynamicQuantizeMatMul", {activations[0], ub, column_scales, u8_scalar(131), bias});
   check_exact("DynamicQuantizeMatMul", {activations[1], ub, scale, random_integers({n}, 8, 0, 255, DType::u8)});
+}
+
+// vlrt.DynamicQuantizeMatMuls: oneDNN's products of one A (one joined product below 2048 rows,
+// one per B from there) equal, output by output, the reference kernel's and each product's own
+// DynamicQuantizeMatMul, to the bit. Per-column and per-tensor scales, int8 and uint8 B with zero
+// points (per-column offsets), with and without biases.
+TEST(CpuOneDnn, DynamicQuantizeMatMulsAreEachProductExactly) {
+  int64_t k = 75;
+  Tensor b0 = random_integers({k, 33}, 1, -127, 127, DType::i8),
+         b1 = random_integers({k, 16}, 2, -127, 127, DType::i8),
+         b2 = random_integers({k, 7}, 3, -127, 127, DType::i8);
+  Tensor u0 = random_integers({k, 33}, 4, 0, 255, DType::u8),
+         u1 = random_integers({k, 16}, 5, 0, 255, DType::u8);
+  struct Product {
+    Tensor b, scale, zp, bias;
+  };
+  std::vector<std::vector<Product>> groups = {
+      {{b0, random_uniform({33}, 6, 0.001f, 0.02f), Tensor(), random_uniform({33}, 7)},
+       {b1, f32({0.0123f}, {}), Tensor::zeros(DType::i8, {}), random_uniform({16}, 8)},
+       {b2, random_uniform({7}, 9, 0.001f, 0.02f), Tensor::zeros(DType::i8, {7}), random_uniform({7}, 10)}},
+      {{b0, f32({0.004f}, {}), Tensor(), Tensor()}, {b1, f32({0.007f}, {}), Tensor(), Tensor()}},
+      {{u0, random_uniform({33}, 11, 0.001f, 0.02f), u8_scalar(131), Tensor()},
+       {u1, f32({0.01f}, {}), random_integers({16}, 12, 0, 255, DType::u8), Tensor()}},
+  };
+  for (const Tensor& a : {random_uniform({2, 7, k}, 13, -3, 5), random_uniform({2100, k}, 14, -3, 5)}) {
+    for (size_t g = 0; g < groups.size(); g++) {
+      SCOPED_TRACE(cat(shape_str(a.shape()), " group ", g));
+      Node n = make_node("DynamicQuantizeMatMuls", 1 + 4 * groups[g].size(), groups[g].size());
+      n.domain = "vlrt";
+      std::vector<Tensor> inputs = {a};
+      for (const Product& p : groups[g]) inputs.insert(inputs.end(), {p.b, p.scale, p.zp, p.bias});
+      for (size_t i = 0; i < inputs.size(); i++)
+        if (!inputs[i].defined()) n.inputs[i] = "";
+      if (onednn_exact_integer_products()) {
+        EXPECT_GT(packed_bytes(n, inputs), 0u);
+      }
+      std::vector<const Tensor*> ptrs;
+      for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+      CpuBackend fast(0, test_pool()), reference(0, test_pool());
+      fast.set_reference_kernels(false);
+      reference.set_reference_kernels(true);
+      std::vector<Tensor> got = run_node(fast, n, 17, ptrs), want = run_node(reference, n, 17, ptrs);
+      ASSERT_EQ(got.size(), groups[g].size());
+      for (size_t i = 0; i < got.size(); i++) {
+        const Product& p = groups[g][i];
+        Tensor own = run_on_cpu(node_for("DynamicQuantizeMatMul", {a, p.b, p.scale, p.zp, p.bias}, {}),
+                                {a, p.b, p.scale, p.zp, p.bias}, true);
+        ASSERT_EQ(got[i].shape(), own.shape());
+        EXPECT_EQ(std::memcmp(got[i].raw(), own.raw(), own.nbytes()), 0) << i;
+        EXPECT_EQ(std::memcmp(want[i].raw(), own.raw(), own.nbytes()), 0) << i;
+      }
+    }
+  }
 }
 
 // Padding contributes nothing (it holds x's zero point) in both kernels.

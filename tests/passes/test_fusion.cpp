@@ -1014,6 +1014,31 @@ TEST(Fusion, DynamicallyQuantizedMatMulsSharingTheirQuantizationBecomeOneNodeEac
   EXPECT_EQ(c.ops["com.microsoft.DynamicQuantizeMatMul"], 2);
 }
 
+// Products of one quantized activation (attention's query, key and value) run as one
+// vlrt.DynamicQuantizeMatMuls where integer products are fast: those with a bias together, the one
+// without apart; to the bit, few rows and thousands.
+TEST(Fusion, DynamicallyQuantizedMatMulsOfOneActivationRunTogether) {
+  for (int64_t rows : {5, 2100}) {
+    SCOPED_TRACE(rows);
+    Builder b;
+    b.m.opsets[""] = 13;
+    std::string x = b.input("x", {2, rows, 37});
+    std::vector<std::string> q = dynamic_quantize(b, x);
+    for (int64_t n : {21, 16, 9})
+      b.output(b.node("Add", {integer_product(b, q, 37, n, uint32_t(n), n != 16),
+                              b.constant(random_uniform({n}, uint32_t(n) + 3))}));
+    b.output(integer_product(b, q, 37, 19, 5, false));
+    Compared c = run_both_exact(b.m, {{"x", random_uniform({2, rows, 37}, 7, -3, 2)}});
+    if (!CpuBackend(0, 1).fast_integer_products()) {
+      EXPECT_EQ(c.ops["com.microsoft.DynamicQuantizeMatMul"], 4);
+      continue;
+    }
+    EXPECT_EQ(c.ops["vlrt.DynamicQuantizeMatMuls"], 1);
+    EXPECT_EQ(c.ops["com.microsoft.DynamicQuantizeMatMul"], 1);
+    EXPECT_NE(report_of(c).find("3 DynamicQuantizeMatMul sharing A"), std::string::npos) << report_of(c);
+  }
+}
+
 TEST(Fusion, AQuantizationWithAnotherReaderStays) {
   Builder b;
   b.m.opsets[""] = 13;

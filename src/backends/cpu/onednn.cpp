@@ -2,17 +2,22 @@
 
 #include <omp.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 
 #include "backends/cpu/isa.h"
-#include "backends/cpu/prepare_util.h"
 #include "backends/cpu/ops/quantization.h"
+#include "backends/cpu/prepare_util.h"
 #include "ops/contrib_semantics.h"
+#include "ops/fused_semantics.h"
 #include "ops/layout_semantics.h"
 #include "ops/linalg_semantics.h"
 #include "ops/quantization_semantics.h"
@@ -723,9 +728,17 @@ class IntegerMatMulKernel : public PreparedKernel {
       std::vector<double> b = in[4]->to_double_vector();
       bias.assign(b.begin(), b.end());
     }
-    float* y = out[0]->data<float>();
+    // Several outputs: vlrt.DynamicQuantizeMatMuls's products, each its own columns of the one product.
     pool.parallel_for(
-        m, [&](int64_t r0, int64_t r1) { dequantize_columns(acc, n, r0, r1, 0, n, scale, bias, y); },
+        m,
+        [&](int64_t r0, int64_t r1) {
+          int64_t c0 = 0;
+          for (Tensor* y : out) {
+            int64_t columns = out.size() == 1 ? n : y->dim(-1);
+            dequantize_columns_into(acc, n, r0, r1, c0, c0 + columns, scale, bias, y->data<float>(), columns);
+            c0 += columns;
+          }
+        },
         grain_for(n));
   }
 
@@ -763,6 +776,196 @@ class IntegerMatMulKernel : public PreparedKernel {
   std::vector<int32_t> column_offset_;
 };
 
+// vlrt.DynamicQuantizeMatMuls: product i's inputs as its DynamicQuantizeMatMul takes them.
+std::vector<const ValueInfo*> product_inputs(const std::vector<const ValueInfo*>& inputs, size_t i) {
+  std::vector<const ValueInfo*> p = {input_info(inputs, 0)};
+  for (size_t k = 1; k < 5; k++) p.push_back(input_info(inputs, 4 * i + k));
+  return p;
+}
+
+// The constants of vlrt.DynamicQuantizeMatMuls's products side by side, as one DynamicQuantizeMatMul
+// of B [K, N_0 + N_1 + ...] takes them: B, a scale and a zero point per column, the biases.
+struct JoinedProducts {
+  Node node;
+  std::vector<ValueInfo> values;  // A, B, B_scale, B_zero_point, Bias
+  std::vector<const ValueInfo*> inputs() const {
+    std::vector<const ValueInfo*> p;
+    for (const ValueInfo& v : values) p.push_back(v.dtype == DType::undefined ? nullptr : &v);
+    return p;
+  }
+};
+
+// Without `weights`, B is only given its joined shape (its contents left unwritten): enough to plan.
+std::optional<JoinedProducts> join_products(const Node& node, const std::vector<const ValueInfo*>& inputs,
+                                            bool weights) {
+  size_t count = dynamic_product_count(node);
+  const ValueInfo* a = input_info(inputs, 0);
+  if (count < 2 || !a) return std::nullopt;
+  std::vector<Tensor> b, scale, zero_point, bias;
+  int64_t k = 0, n = 0;
+  for (size_t i = 0; i < count; i++) {
+    std::vector<const ValueInfo*> p = product_inputs(inputs, i);
+    auto constant = [&](size_t slot) { return p[slot] && p[slot]->value && p[slot]->value->defined(); };
+    if (!constant(1) || !constant(2) || (p[3] && !constant(3)) || (p[4] && !constant(4)) ||
+        p[1]->shape.size() != 2)
+      return std::nullopt;
+    const Tensor& w = *p[1]->value;
+    if (i > 0 && (w.dtype() != b[0].dtype() || w.dim(0) != k || bool(p[4]) != !bias.empty()))
+      return std::nullopt;
+    k = w.dim(0);
+    int64_t columns = w.dim(1);
+    auto per_column = [&](const Tensor& t, DType type) {  // one value, or one per column
+      std::vector<double> v = t.to_double_vector();
+      if (int64_t(v.size()) != columns && v.size() != 1) return Tensor();
+      Tensor c(type, {columns});
+      std::vector<double> all(static_cast<size_t>(columns));
+      for (int64_t j = 0; j < columns; j++) all[size_t(j)] = v[v.size() == 1 ? 0 : size_t(j)];
+      c.assign_doubles(all);
+      return c;
+    };
+    b.push_back(w);
+    scale.push_back(per_column(*p[2]->value, DType::f32));
+    zero_point.push_back(p[3] ? per_column(*p[3]->value, w.dtype()) : Tensor::zeros(w.dtype(), {columns}));
+    if (p[4]) bias.push_back(per_column(*p[4]->value, DType::f32));
+    if (!scale.back().defined() || !zero_point.back().defined() || (p[4] && !bias.back().defined()))
+      return std::nullopt;
+    n += columns;
+  }
+  // Side by side along the last axis (B row by row).
+  auto join = [&](const std::vector<Tensor>& parts, Shape shape, bool contents = true) {
+    Tensor t(parts[0].dtype(), shape);
+    if (!contents) return t;
+    size_t element = dtype_size(t.dtype()), offset = 0;
+    int64_t rows = shape.size() == 2 ? shape[0] : 1;
+    for (int64_t r = 0; r < rows; r++)
+      for (const Tensor& part : parts) {
+        size_t bytes = size_t(part.dim(-1)) * element;
+        std::memcpy(static_cast<char*>(t.raw()) + offset,
+                    static_cast<const char*>(part.raw()) + size_t(r) * bytes, bytes);
+        offset += bytes;
+      }
+    return t;
+  };
+  JoinedProducts j;
+  j.node = dynamic_product(node, 0);
+  j.values.resize(5);
+  j.values[0] = *a;
+  j.values[1] = known_info(join(b, {k, n}, weights));
+  j.values[2] = known_info(join(scale, {n}));
+  j.values[3] = known_info(join(zero_point, {n}));
+  if (!bias.empty()) j.values[4] = known_info(join(bias, {n}));
+  return j;
+}
+
+// vlrt.DynamicQuantizeMatMuls on oneDNN. Below kScaledOutputRows rows of A: one product of A, quantized
+// once, by every B side by side, dequantized into each output (a single wider product runs nearer
+// oneDNN's peak than three narrow ones). From there each product is its own kernel, dequantized by
+// oneDNN straight into its output.
+class SharedIntegerMatMulKernel : public PreparedKernel {
+ public:
+  explicit SharedIntegerMatMulKernel(std::unique_ptr<IntegerMatMulKernel> joined, JoinedProducts j)
+      : joined_(std::move(joined)), scale_(*j.values[2].value) {
+    if (j.values[4].value) bias_ = *j.values[4].value;
+  }
+  explicit SharedIntegerMatMulKernel(std::vector<std::unique_ptr<IntegerMatMulKernel>> each)
+      : each_(std::move(each)) {}
+
+  size_t bytes() const override {
+    size_t total = joined_ ? joined_->bytes() : 0;
+    for (auto& k : each_) total += k->bytes();
+    return total;
+  }
+
+  void run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out, ThreadPool& pool) override {
+    if (joined_) {
+      joined_->run({in[0], nullptr, &scale_, nullptr, bias_.defined() ? &bias_ : nullptr}, out, pool);
+      return;
+    }
+    for (size_t i = 0; i < each_.size(); i++) {
+      std::vector<const Tensor*> product = {in[0]};
+      for (size_t k = 1; k < 5; k++) product.push_back(4 * i + k < in.size() ? in[4 * i + k] : nullptr);
+      each_[i]->run(product, {out[i]}, pool);
+    }
+  }
+
+ private:
+  std::unique_ptr<IntegerMatMulKernel> joined_;
+  Tensor scale_, bias_;
+  std::vector<std::unique_ptr<IntegerMatMulKernel>> each_;
+};
+
+bool is_dynamic_quantize_matmuls(const Node& node) {
+  return node.domain == "vlrt" && node.op_type == "DynamicQuantizeMatMuls";
+}
+
+// How oneDNN runs vlrt.DynamicQuantizeMatMuls: its products joined into one, or each on its own;
+// nothing unless it takes every product.
+struct SharedProductsPlan {
+  std::optional<JoinedProducts> joined_inputs;
+  std::optional<IntegerMatMulPlan> joined;
+  std::vector<IntegerMatMulPlan> each;
+
+  // The packed weights and column offsets the kernel will hold.
+  size_t bytes(const std::vector<const ValueInfo*>& inputs) const {
+    auto offsets = [](const ValueInfo* w, const ValueInfo* zero_point) {
+      return column_offsets(w->dtype, w->shape[1], zero_point).size() * sizeof(int32_t);
+    };
+    if (joined) {
+      std::vector<const ValueInfo*> j = joined_inputs->inputs();
+      return joined->pd.weights_desc().get_size() + offsets(j[1], j[3]);
+    }
+    size_t total = 0;
+    for (size_t i = 0; i < each.size(); i++)
+      total +=
+          each[i].pd.weights_desc().get_size() + offsets(inputs[4 * i + 1], input_info(inputs, 4 * i + 3));
+    return total;
+  }
+};
+
+std::optional<SharedProductsPlan> plan_shared_products(const Node& node,
+                                                       const std::vector<const ValueInfo*>& inputs,
+                                                       bool weights) {
+  SharedProductsPlan plan;
+  for (size_t i = 0; i < dynamic_product_count(node); i++) {
+    std::optional<IntegerMatMulPlan> p =
+        plan_integer_matmul(dynamic_product(node, i), product_inputs(inputs, i));
+    if (!p) return std::nullopt;
+    plan.each.push_back(std::move(*p));
+  }
+  if (plan.each.empty() || plan.each.front().scaled_output) return plan;
+  plan.joined_inputs = join_products(node, inputs, weights);
+  if (plan.joined_inputs)
+    plan.joined = plan_integer_matmul(plan.joined_inputs->node, plan.joined_inputs->inputs());
+  if (plan.joined && plan.joined->scaled_output) plan.joined.reset();
+  return plan;
+}
+
+std::unique_ptr<PreparedKernel> make_shared_integer_matmul(const Node& node,
+                                                           const std::vector<const ValueInfo*>& inputs) {
+  std::optional<SharedProductsPlan> plan = plan_shared_products(node, inputs, true);
+  if (!plan) return nullptr;
+  if (plan->joined) {
+    std::vector<const ValueInfo*> joined = plan->joined_inputs->inputs();
+    auto kernel = std::make_unique<IntegerMatMulKernel>(std::move(*plan->joined),
+                                                        int8_weights(*joined[1]->value, joined[3]));
+    auto shared =
+        std::make_unique<SharedIntegerMatMulKernel>(std::move(kernel), std::move(*plan->joined_inputs));
+    joined.clear();
+    plan.reset();
+#if defined(__GLIBC__)
+    malloc_trim(0);  // the joined copy of the weights, freed among lasting allocations: its pages back
+#endif
+    return shared;
+  }
+  std::vector<std::unique_ptr<IntegerMatMulKernel>> each;
+  for (size_t i = 0; i < plan->each.size(); i++) {
+    std::vector<const ValueInfo*> p = product_inputs(inputs, i);
+    each.push_back(
+        std::make_unique<IntegerMatMulKernel>(std::move(plan->each[i]), int8_weights(*p[1]->value, p[3])));
+  }
+  return std::make_unique<SharedIntegerMatMulKernel>(std::move(each));
+}
+
 }  // namespace
 
 // Whether oneDNN's uint8 x int8 kernels are exact here: with VNNI they accumulate each product
@@ -792,6 +995,13 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
     size_t offsets = column_offsets(w->dtype, w->shape[1], input_info(inputs, p->weights() + 2)).size();
     return {p->pd.weights_desc().get_size() + offsets * sizeof(int32_t), {p->weights()}, "oneDNN integer matmul"};
   }
+  if (is_dynamic_quantize_matmuls(node)) {
+    std::optional<SharedProductsPlan> plan = plan_shared_products(node, inputs, false);
+    if (!plan) return {};
+    PrepareInfo info{plan->bytes(inputs), {}, "oneDNN integer matmul"};
+    for (size_t i = 0; i < plan->each.size(); i++) info.replaced_inputs.push_back(4 * i + 1);
+    return info;
+  }
   if (auto p = plan_conv_integer(node, opset, inputs))
     return {p->pd.weights_desc().get_size(), {p->weights()}, "oneDNN integer conv"};
   return {};
@@ -812,6 +1022,7 @@ std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t ops
     auto w = int8_weights(*inputs[p->weights()]->value, input_info(inputs, p->weights() + 2));
     return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
   }
+  if (is_dynamic_quantize_matmuls(node)) return make_shared_integer_matmul(node, inputs);
   if (auto p = plan_conv_integer(node, opset, inputs)) {
     const Tensor& w = *inputs[p->weights()]->value;
     return std::make_unique<ConvKernel>(std::move(*p), w);

@@ -365,12 +365,18 @@ void dequantize_row(const int32_t* __restrict a, const float* __restrict s, floa
 
 }  // namespace
 
-void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                        const std::vector<float>& scale, const std::vector<float>& bias, float* out) {
+void dequantize_columns_into(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             const std::vector<float>& scale, const std::vector<float>& bias, float* out,
+                             int64_t out_ld) {
   const bool one_scale = scale.size() == 1;
   for (int64_t r = r0; r < r1; r++)
     dequantize_row(acc + r * ld + c0, one_scale ? nullptr : scale.data() + c0, scale[0],
-                   bias.empty() ? nullptr : bias.data() + c0, out + r * ld + c0, c1 - c0);
+                   bias.empty() ? nullptr : bias.data() + c0, out + r * out_ld, c1 - c0);
+}
+
+void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                        const std::vector<float>& scale, const std::vector<float>& bias, float* out) {
+  dequantize_columns_into(acc, ld, r0, r1, c0, c1, scale, bias, out + c0, ld);
 }
 
 void requantize(const int32_t* acc, int64_t n, const std::vector<float>& multiplier, int64_t inner,

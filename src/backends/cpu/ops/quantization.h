@@ -86,6 +86,11 @@ void dequantize_values(const T* x, int64_t n, int32_t zp, float scale, float* y)
 // kernel that dequantizes an integer product.
 void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                         const std::vector<float>& scale, const std::vector<float>& bias, float* out);
+// The same into an output of its own: column c0 of row r at out + r * out_ld (one of the products
+// that vlrt.DynamicQuantizeMatMuls computes as one).
+void dequantize_columns_into(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                             const std::vector<float>& scale, const std::vector<float>& bias, float* out,
+                             int64_t out_ld);
 
 // y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
 // accumulators; channel = i / inner % multiplier count. On `pool` where one is given.

@@ -9,6 +9,7 @@
 #include "backends/cpu/ops/quantization.h"
 #include "backends/cpu/row_kernels.h"
 #include "core/dispatch.h"
+#include "ops/fused_semantics.h"
 #include "ops/shape_util.h"
 
 namespace vlrt {
@@ -310,9 +311,23 @@ void dynamic_quantize_matmul_kernel(KernelContext& ctx) {
   integer_matmul_to_float(ctx, aq, {q.zero_point}, q.scale, 2, 3, 4, ctx.output(0));
 }
 
+// vlrt.DynamicQuantizeMatMuls: each product as its own DynamicQuantizeMatMul (A quantized again for
+// each, to the same values).
+void dynamic_quantize_matmuls_kernel(KernelContext& ctx) {
+  for (size_t i = 0; i < ctx.node.outputs.size(); i++) {
+    Node product = dynamic_product(ctx.node, i);
+    std::vector<const Tensor*> in = {&ctx.input(0)};
+    for (size_t k = 1; k < product.inputs.size(); k++)
+      in.push_back(ctx.has_input(4 * i + k) ? &ctx.input(4 * i + k) : nullptr);
+    Tensor y = run_node_cpu(product, 1, in, ctx.pool).at(0);
+    std::copy_n(y.data<float>(), y.numel(), ctx.output(i).data<float>());
+  }
+}
+
 }  // namespace
 
 void register_quantization_contrib_kernels(CpuKernelTable& t) {
+  t["vlrt.DynamicQuantizeMatMuls"] = {dynamic_quantize_matmuls_kernel};
   t["com.microsoft.QLinearAdd"] = {qlinear_add_kernel};
   t["com.microsoft.QLinearMul"] = {qlinear_mul_kernel};
   t["com.microsoft.QLinearSigmoid"] = {qlinear_sigmoid_kernel};
