@@ -220,12 +220,11 @@ void infer_dynamic_quantize_matmuls(InferContext& ctx) {
   size_t count = dynamic_product_count(ctx.node);
   if (count != ctx.output_count())
     fail("has ", ctx.output_count(), " outputs for ", count, " products (four inputs each after A)");
+  std::vector<const ValueInfo*> inputs;
+  for (size_t k = 0; k < ctx.input_count(); k++)
+    inputs.push_back(ctx.has_input(k) ? &ctx.input_info(k) : nullptr);
   for (size_t i = 0; i < count; i++) {
-    std::vector<const ValueInfo*> inputs = {&ctx.input_info(0)};
-    for (size_t k = 1 + 4 * i; k < std::min(ctx.input_count(), 5 + 4 * i); k++)
-      inputs.push_back(ctx.has_input(k) ? &ctx.input_info(k) : nullptr);
-    while (!inputs.back()) inputs.pop_back();
-    ValueInfo y = infer_node(dynamic_product(ctx.node, i), 1, inputs).at(0);
+    ValueInfo y = infer_node(dynamic_product(ctx.node, i), 1, dynamic_product_inputs(inputs, i)).at(0);
     ctx.set_output(i, y.dtype, y.shape);
   }
 }

@@ -27,5 +27,13 @@ AttentionDims attention_dims(const Node& n, const Shape& q, const Shape& k, cons
 // it (input names as in n, "" where absent; output i).
 size_t dynamic_product_count(const Node& n);
 Node dynamic_product(const Node& n, size_t i);
+// Of the node's inputs (ValueInfos or Tensors, nullptr where absent), product i's five as its
+// DynamicQuantizeMatMul takes them: A, B_i, B_scale_i, B_zero_point_i, Bias_i.
+template <class T>
+std::vector<T*> dynamic_product_inputs(const std::vector<T*>& inputs, size_t i) {
+  std::vector<T*> p = {inputs.empty() ? nullptr : inputs[0]};
+  for (size_t k = 4 * i + 1; k < 4 * i + 5; k++) p.push_back(k < inputs.size() ? inputs[k] : nullptr);
+  return p;
+}
 
 }  // namespace vlrt

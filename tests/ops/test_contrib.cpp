@@ -164,6 +164,44 @@ TEST(Contrib, FusedMatMulAndConvErrors) {
       "Z (added before the activation) must have the output's shape [1,3,2,2]");
 }
 
+// ONNX Runtime's channels-last QLinearConv and vlrt's joined dynamically quantized products: what
+// does not fit is named.
+TEST(Contrib, ChannelsLastAndJoinedQuantizedOpErrors) {
+  auto u8 = [](Shape s) { return Tensor::zeros(DType::u8, std::move(s)); };
+  Tensor one = test::f32({0.1f}, {}), w = Tensor::zeros(DType::i8, {2, 5, 3, 3});
+  std::map<std::string, Attribute> last = {{"channels_last", attr_i(1)}};
+  expect_error(
+      [&] {
+        run_ms("QLinearConv", {u8({4, 5}), one, u8({}), w, one, Tensor::zeros(DType::i8, {}), one, u8({})},
+               last);
+      },
+      "X must have rank >= 3 ([N, D..., C])");
+  expect_error(
+      [&] {
+        run_ms("QLinearConv",
+               {u8({1, 6, 6, 3}), one, u8({}), w, one, Tensor::zeros(DType::i8, {}), one, u8({})}, last);
+      },
+      "does not fit X with C=3");
+  expect_error(
+      [&] {
+        run_ms("NhwcMaxPool", {u8({1, 4, 4})}, {{"kernel_shape", attr_ints({3, 3})}});
+      },
+      "kernel_shape");
+  Tensor a = zeros({2, 8}), b = Tensor::zeros(DType::i8, {8, 3});
+  Node n = make_node("DynamicQuantizeMatMuls", 9, 1);
+  n.domain = "vlrt";
+  std::vector<Tensor> inputs = {a, b, one, Tensor(), Tensor(), b, one, Tensor(), Tensor()};
+  std::vector<const Tensor*> ptrs;
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (!inputs[i].defined()) n.inputs[i] = "";
+    ptrs.push_back(inputs[i].defined() ? &inputs[i] : nullptr);
+  }
+  expect_error([&] { run_node_cpu(n, 1, ptrs, test_pool()); }, "has 1 outputs for 2 products");
+  n.outputs.push_back("out1");
+  inputs[5] = Tensor::zeros(DType::i8, {7, 3});
+  expect_error([&] { run_node_cpu(n, 1, ptrs, test_pool()); }, "inner");
+}
+
 TEST(Contrib, AttentionErrors) {
   Tensor x = zeros({2, 4, 8}), w = zeros({8, 24}), bias = zeros({24});
   auto heads = [](int64_t n) { return std::map<std::string, Attribute>{{"num_heads", attr_i(n)}}; };

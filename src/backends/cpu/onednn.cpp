@@ -776,13 +776,6 @@ class IntegerMatMulKernel : public PreparedKernel {
   std::vector<int32_t> column_offset_;
 };
 
-// vlrt.DynamicQuantizeMatMuls: product i's inputs as its DynamicQuantizeMatMul takes them.
-std::vector<const ValueInfo*> product_inputs(const std::vector<const ValueInfo*>& inputs, size_t i) {
-  std::vector<const ValueInfo*> p = {input_info(inputs, 0)};
-  for (size_t k = 1; k < 5; k++) p.push_back(input_info(inputs, 4 * i + k));
-  return p;
-}
-
 // The constants of vlrt.DynamicQuantizeMatMuls's products side by side, as one DynamicQuantizeMatMul
 // of B [K, N_0 + N_1 + ...] takes them: B, a scale and a zero point per column, the biases.
 struct JoinedProducts {
@@ -804,7 +797,7 @@ std::optional<JoinedProducts> join_products(const Node& node, const std::vector<
   std::vector<Tensor> b, scale, zero_point, bias;
   int64_t k = 0, n = 0;
   for (size_t i = 0; i < count; i++) {
-    std::vector<const ValueInfo*> p = product_inputs(inputs, i);
+    std::vector<const ValueInfo*> p = dynamic_product_inputs(inputs, i);
     auto constant = [&](size_t slot) { return p[slot] && p[slot]->value && p[slot]->value->defined(); };
     if (!constant(1) || !constant(2) || (p[3] && !constant(3)) || (p[4] && !constant(4)) ||
         p[1]->shape.size() != 2)
@@ -881,11 +874,7 @@ class SharedIntegerMatMulKernel : public PreparedKernel {
       joined_->run({in[0], nullptr, &scale_, nullptr, bias_.defined() ? &bias_ : nullptr}, out, pool);
       return;
     }
-    for (size_t i = 0; i < each_.size(); i++) {
-      std::vector<const Tensor*> product = {in[0]};
-      for (size_t k = 1; k < 5; k++) product.push_back(4 * i + k < in.size() ? in[4 * i + k] : nullptr);
-      each_[i]->run(product, {out[i]}, pool);
-    }
+    for (size_t i = 0; i < each_.size(); i++) each_[i]->run(dynamic_product_inputs(in, i), {out[i]}, pool);
   }
 
  private:
@@ -915,9 +904,10 @@ struct SharedProductsPlan {
       return joined->pd.weights_desc().get_size() + offsets(j[1], j[3]);
     }
     size_t total = 0;
-    for (size_t i = 0; i < each.size(); i++)
-      total +=
-          each[i].pd.weights_desc().get_size() + offsets(inputs[4 * i + 1], input_info(inputs, 4 * i + 3));
+    for (size_t i = 0; i < each.size(); i++) {
+      std::vector<const ValueInfo*> p = dynamic_product_inputs(inputs, i);
+      total += each[i].pd.weights_desc().get_size() + offsets(p[1], p[3]);
+    }
     return total;
   }
 };
@@ -928,7 +918,7 @@ std::optional<SharedProductsPlan> plan_shared_products(const Node& node,
   SharedProductsPlan plan;
   for (size_t i = 0; i < dynamic_product_count(node); i++) {
     std::optional<IntegerMatMulPlan> p =
-        plan_integer_matmul(dynamic_product(node, i), product_inputs(inputs, i));
+        plan_integer_matmul(dynamic_product(node, i), dynamic_product_inputs(inputs, i));
     if (!p) return std::nullopt;
     plan.each.push_back(std::move(*p));
   }
@@ -959,7 +949,7 @@ std::unique_ptr<PreparedKernel> make_shared_integer_matmul(const Node& node,
   }
   std::vector<std::unique_ptr<IntegerMatMulKernel>> each;
   for (size_t i = 0; i < plan->each.size(); i++) {
-    std::vector<const ValueInfo*> p = product_inputs(inputs, i);
+    std::vector<const ValueInfo*> p = dynamic_product_inputs(inputs, i);
     each.push_back(
         std::make_unique<IntegerMatMulKernel>(std::move(plan->each[i]), int8_weights(*p[1]->value, p[3])));
   }

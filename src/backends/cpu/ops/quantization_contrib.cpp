@@ -314,12 +314,11 @@ void dynamic_quantize_matmul_kernel(KernelContext& ctx) {
 // vlrt.DynamicQuantizeMatMuls: each product as its own DynamicQuantizeMatMul (A quantized again for
 // each, to the same values).
 void dynamic_quantize_matmuls_kernel(KernelContext& ctx) {
+  std::vector<const Tensor*> in;
+  for (size_t k = 0; k < ctx.node.inputs.size(); k++)
+    in.push_back(ctx.has_input(k) ? &ctx.input(k) : nullptr);
   for (size_t i = 0; i < ctx.node.outputs.size(); i++) {
-    Node product = dynamic_product(ctx.node, i);
-    std::vector<const Tensor*> in = {&ctx.input(0)};
-    for (size_t k = 1; k < product.inputs.size(); k++)
-      in.push_back(ctx.has_input(4 * i + k) ? &ctx.input(4 * i + k) : nullptr);
-    Tensor y = run_node_cpu(product, 1, in, ctx.pool).at(0);
+    Tensor y = run_node_cpu(dynamic_product(ctx.node, i), 1, dynamic_product_inputs(in, i), ctx.pool).at(0);
     std::copy_n(y.data<float>(), y.numel(), ctx.output(i).data<float>());
   }
 }
