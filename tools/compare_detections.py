@@ -55,13 +55,14 @@ def matched_pairs(want, got, threshold):
     return pairs
 
 
-def detect(vlrt, model, image, prompt, threads):
+def detect(vlrt, model, image, prompt, threads, precision="fp32"):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     try:
         t = time.time()
         r = subprocess.run([vlrt, "detect", "-m", model, image, "--prompt", prompt,
-                            "--json", out, "-t", str(threads)], capture_output=True, text=True)
+                            "--json", out, "-t", str(threads), "--precision", precision],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"vlrt detect -m {model} {image} failed (exit {r.returncode}):\n{r.stderr}")
         with open(out) as f:
@@ -79,6 +80,9 @@ def main():
     ap.add_argument("--prompt", help="default: the caption in text.json beside the reference")
     ap.add_argument("--iou", type=float, default=0.5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="vlrt detect's --precision for the copies (the reference runs fp32): a copy may be "
+                         "the reference model itself, to compare its bfloat16 products with float32")
     ap.add_argument("--vlrt", default=os.path.join(os.path.dirname(HERE), "build", "vlrt"))
     ap.add_argument("--json", help="also write the per-scene table and totals here")
     a = ap.parse_args()
@@ -108,7 +112,7 @@ def main():
             reference_count += len(want)
             cells = [f"{len(want)} ({seconds:.1f})"]
             for c in copies:
-                got, seconds = detect(a.vlrt, c["model"], image, prompt, a.threads)
+                got, seconds = detect(a.vlrt, c["model"], image, prompt, a.threads, a.precision)
                 m = matched_pairs(want, got, a.iou)
                 f1 = 2 * m / (len(want) + len(got)) if want or got else 1.0
                 c["scenes"].append({"scene": scene, "reference": len(want), "found": len(got),

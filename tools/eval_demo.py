@@ -152,18 +152,19 @@ def postprocess(logits, boxes, phrases, width, height, box_threshold, text_thres
 
 # ---------------------------------------------------------------- vlrt backends
 
-def run_vlrt_detect(vlrt, model, vocab, path, caption, out_json, threshold):
+def run_vlrt_detect(vlrt, model, vocab, path, caption, out_json, threshold, precision):
     subprocess.run([vlrt, "detect", path, "--model", model, "--vocab", vocab, "--prompt", caption,
                     "--box-threshold", str(threshold), "--text-threshold", str(threshold),
-                    "--json", out_json], check=True, stdout=subprocess.DEVNULL)
+                    "--precision", precision, "--json", out_json], check=True, stdout=subprocess.DEVNULL)
     with open(out_json) as f:
         return json.load(f)["detections"]
 
 
-def run_vlrt_label(vlrt, model, vocab, image_dir, caption, out_dir, threshold):
+def run_vlrt_label(vlrt, model, vocab, image_dir, caption, out_dir, threshold, precision):
     subprocess.run([vlrt, "label", image_dir, "--model", model, "--vocab", vocab, "--prompt", caption,
                     "--box-threshold", str(threshold), "--text-threshold", str(threshold),
-                    "--format", "coco", "--out", out_dir], check=True, stdout=subprocess.DEVNULL)
+                    "--precision", precision, "--format", "coco", "--out", out_dir], check=True,
+                   stdout=subprocess.DEVNULL)
     found = [os.path.join(d, f) for d, _, fs in os.walk(out_dir) for f in fs if f.endswith(".json")]
     result = {}
     for path in found:
@@ -244,6 +245,8 @@ def main():
     ap.add_argument("--vlrt", default=os.path.join(ROOT, "build", "vlrt"))
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "demo", "model.onnx"))
     ap.add_argument("--vocab", default=None, help="default: vocab.txt beside the model")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="vlrt's --precision (bf16: products in bfloat16 where the CPU has AVX512-BF16)")
     ap.add_argument("--threads", type=int, default=2, help="onnxruntime threads")
     ap.add_argument("--box-threshold", type=float,
                     help="the threshold absent_ok is judged at (default: the model's, vlrt.box_threshold)")
@@ -278,11 +281,12 @@ def main():
             path = os.path.join(sub, name + ".png")
             if args.backend == "detect":
                 detections[name + ".png"] = run_vlrt_detect(args.vlrt, args.model, vocab, path, ann["caption"],
-                                                            os.path.join(sub, "detections.json"), args.ap_threshold)
+                                                            os.path.join(sub, "detections.json"), args.ap_threshold,
+                                                            args.precision)
             else:
                 os.remove(os.path.join(sub, name + ".json"))
                 got = run_vlrt_label(args.vlrt, args.model, vocab, sub, ann["caption"], os.path.join(sub, "out"),
-                                     args.ap_threshold)
+                                     args.ap_threshold, args.precision)
                 detections[name + ".png"] = got.get(name + ".png", [])
         if (i + 1) % 50 == 0 or i + 1 == args.count:
             el = time.time() - start

@@ -101,11 +101,20 @@ void check_same_inputs(const Model& a, const Model& b) {
   }
 }
 
+// bf16 on a CPU that multiplies in bf16: computed as `vlrt run --precision bf16` does. fp16, and bf16
+// elsewhere, are emulated (every value rounded).
+bool bf16_products(const Side& s) {
+  return s.precision == Precision::bf16 && s.device.kind == Device{}.kind && bf16_products_available();
+}
+
 SessionOptions session_options(const CheckArgs& a, const Side& side) {
   SessionOptions o;
   o.threads = a.threads;
   o.plan.devices = {side.device};
-  o.precision = side.precision;
+  if (bf16_products(side))
+    o.plan.bf16_products = true;
+  else
+    o.precision = side.precision;
   o.max_loop_iterations = a.max_loop_iterations;
   if (!a.fused) {
     o.fusion = FusionOptions::none();
@@ -116,6 +125,10 @@ SessionOptions session_options(const CheckArgs& a, const Side& side) {
 
 std::string precision_note(const Side& s, const char* which) {
   if (s.precision == Precision::fp32) return "";
+  if (bf16_products(s))
+    return cat(which,
+               " multiplies in bf16 as vlrt run --precision bf16 does (Conv, MatMul and Gemm round their ",
+               "inputs and weights to bf16 and sum in float32); every other value is float32\n");
   return cat(which, " holds its weights and every value a node makes in ", precision_name(s.precision),
              " (rounded after each node; kernels compute in float32)\n");
 }
@@ -296,9 +309,12 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--atol", a.tol.atol, "absolute tolerance")->capture_default_str();
   cmd->add_option("--rtol", a.tol.rtol, "relative tolerance (times max |a| of the value)")
       ->capture_default_str();
-  cmd->add_option("--precision", a.precision,
-                  "precisions of A and B, e.g. fp32,bf16 or fp32,fp16: the half-precision side rounds its weights "
-                  "and every value a node makes to that type, computing in float32 (CPU devices)");
+  cmd->add_option(
+      "--precision", a.precision,
+      "precisions of A and B, e.g. fp32,bf16 or fp32,fp16 (CPU devices). bf16 on a CPU with "
+      "AVX512-BF16: what vlrt run --precision bf16 computes (Conv, MatMul and Gemm in bf16, float32 "
+      "sums). fp16, and bf16 elsewhere: the side rounds its weights and every value a node makes to "
+      "that type, computing in float32");
   cmd->add_flag("--fused", a.fused,
                 "keep the fusion passes on (default: off, so that every node is compared)");
   cmd->add_option("--json", a.json,

@@ -41,11 +41,15 @@ void add_quantize_command(CLI::App& app);
 struct DeviceArgs {
   std::string devices = "cpu";
   std::vector<std::string> memory;
+  std::string precision = "fp32";  // fp32 or bf16 (PlanOptions::bf16_products)
 };
 void add_device_options(CLI::App* cmd, DeviceArgs& args);
 // --max-loop-iterations N: the most iterations a model's Loop may run (0: no limit).
 void add_loop_limit_option(CLI::App* cmd, int64_t& max_loop_iterations);
 PlanOptions plan_options(const DeviceArgs& args);
+// Whether the CPU backend multiplies in bfloat16 here (PlanOptions::bf16_products): AVX512-BF16,
+// and not VLRT_REFERENCE_KERNELS=1.
+bool bf16_products_available();
 
 // "NAME=1x3x224x224" or "NAME=1,3,224,224" -> name and shape.
 std::pair<std::string, Shape> parse_shape_arg(const std::string& arg);

@@ -46,6 +46,13 @@ void add_device_options(CLI::App* cmd, DeviceArgs& args) {
   cmd->add_option("--memory", args.memory,
                   "DEVICE=SIZE caps a device's memory (e.g. opencl:0=2GiB); the model is split across the "
                   "listed devices when it does not fit");
+  cmd->add_option(
+         "--precision", args.precision,
+         "fp32, or bf16: on a CPU with AVX512-BF16, Conv, MatMul and Gemm with constant weights multiply "
+         "in bfloat16 with float32 sums, their weights held in bfloat16 (half the bytes); elsewhere they "
+         "stay float32, with a warning. Other ops and all values between nodes stay float32")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
 }
 
 void add_loop_limit_option(CLI::App* cmd, int64_t& max_loop_iterations) {
@@ -54,6 +61,11 @@ void add_loop_limit_option(CLI::App* cmd, int64_t& max_loop_iterations) {
                   "running, a longer conditional loop is stopped (0: no limit)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+bool bf16_products_available() {
+  static const bool available = create_backend(Device{}, 1)->use_bf16_products(true);
+  return available;
 }
 
 PlanOptions plan_options(const DeviceArgs& args) {
@@ -76,6 +88,16 @@ PlanOptions plan_options(const DeviceArgs& args) {
   for (auto& m : args.memory) {
     auto [dev, bytes] = parse_memory_cap(m);
     o.memory_caps[parse_device(dev).str()] = bytes;
+  }
+  o.bf16_products = args.precision == "bf16";
+  if (o.bf16_products) {
+    bool cpu_listed = false;
+    for (auto& d : o.devices) cpu_listed = cpu_listed || d.kind == Device{}.kind;
+    if (!cpu_listed)
+      fail("--precision bf16 chooses the CPU's kernels; --devices ", args.devices, " lists no cpu");
+    if (!bf16_products_available())
+      std::cerr << "warning: --precision bf16: this CPU has no bfloat16 kernels (they need AVX512-BF16), or "
+                   "VLRT_REFERENCE_KERNELS is set; Conv, MatMul and Gemm compute in float32\n";
   }
   return o;
 }

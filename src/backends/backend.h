@@ -78,6 +78,10 @@ class Backend {
   // Whether 8-bit integer products run faster here than float32 ones, and exactly: a QDQ model
   // then runs as integer ops unless asked otherwise (SessionOptions::fuse_qdq).
   virtual bool fast_integer_products() const { return false; }
+  // From now on, Conv, MatMul and Gemm with constant float32 weights multiply bfloat16 values with
+  // float32 sums (their weights held in bfloat16), where this backend has kernels for it; returns
+  // whether it does what was asked. Call before any node is prepared.
+  virtual bool use_bf16_products(bool on) { return !on; }
   // Whether its QLinearConv kernels read and write activations channels-last ([N, H, W, C]) without
   // converting them: quantized convolutions then run so (passes/qlinear_channels_last.cpp).
   virtual bool channels_last_integer_convs() const { return false; }

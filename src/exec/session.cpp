@@ -37,6 +37,10 @@ Session::Session(Model model, SessionOptions options)
   if (opset > kMaxOpset)
     unsupported(model_.path, ": opset ", opset, " is newer than vlrt supports (", kMinOpset, "..", kMaxOpset,
                 "); export the model with opset ", kMaxOpset, " or lower");
+  // Before the passes: the convolutions' layout follows the kernels that will run them.
+  if (options_.plan.bf16_products)
+    for (auto& d : options_.plan.devices)
+      if (d.kind == Device{}.kind) executor_.backend(d).use_bf16_products(true);
   check_supported();  // before the pass, so that messages name the model's own opset
   canonicalize(model_);
   // The fused ops have CPU kernels alone: the passes run when every listed device is a CPU.

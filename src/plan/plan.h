@@ -23,6 +23,10 @@ struct PlanOptions {
   // decoder's KV cache), with the bytes each holds at most: counted against the cap of the
   // device of the first node that reads its data, so that a split leaves room for them.
   std::map<std::string, size_t> resident_inputs;
+  // Conv, MatMul and Gemm with constant float32 weights multiply bfloat16 values with float32 sums
+  // on the CPU devices that have kernels for it (Backend::use_bf16_products), their weights held
+  // in bfloat16; float32 elsewhere.
+  bool bf16_products = false;
 };
 
 // What the planner asks of the backends of the listed devices.

@@ -66,6 +66,48 @@ TEST(Cli, RunBadInputsAreClearErrors) {
   EXPECT_NE(nofile.output.find("no such file"), std::string::npos) << nofile.output;
 }
 
+// --precision bf16: Conv and Gemm multiply in bfloat16 (the same probabilities within its error);
+// `vlrt plan` names the bfloat16 kernels; where there are none (a CPU without AVX512-BF16, or
+// the reference kernels as here) a warning says so and the run is float32's; a bad value and a
+// device list without a CPU are errors.
+TEST(Cli, PrecisionBf16RunsTheProductsInBfloat16) {
+  std::string dir = test::temp_dir("cli_bf16");
+  Tensor expected = read_npy(source_path("models/tiny/expected_probs.npy"));
+  auto r = run_cli("run " + kTiny + " --precision bf16 --input image=" + kImage + " --output-dir " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Tensor probs = read_npy(dir + "/probs.npy");
+  ASSERT_EQ(probs.shape(), expected.shape());
+  for (int64_t i = 0; i < probs.numel(); i++)
+    EXPECT_NEAR(probs.data<float>()[i], expected.data<float>()[i], 2e-2);
+
+  auto plan = run_cli("plan " + kTiny + " --precision bf16 --input image=1x3x32x32");
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  bool warned =
+      plan.output.find("warning: --precision bf16: this CPU has no bfloat16 kernels") != std::string::npos;
+  EXPECT_NE(warned, plan.output.find("oneDNN bf16 conv") != std::string::npos) << plan.output;
+
+  auto reference = run_command("VLRT_REFERENCE_KERNELS=1 " + std::string(VLRT_BINARY) + " run " + kTiny +
+                               " --precision bf16 --input image=" + kImage + " --output-dir " + dir);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_NE(reference.output.find("warning: --precision bf16: this CPU has no bfloat16 kernels (they need "
+                                  "AVX512-BF16), or VLRT_REFERENCE_KERNELS is set; Conv, MatMul and Gemm "
+                                  "compute in float32"),
+            std::string::npos)
+      << reference.output;
+  probs = read_npy(dir + "/probs.npy");
+  for (int64_t i = 0; i < probs.numel(); i++)
+    EXPECT_NEAR(probs.data<float>()[i], expected.data<float>()[i], 1e-5);
+
+  auto bad = run_cli("run " + kTiny + " --precision fp64 --input image=" + kImage);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("fp64 not in {fp32,bf16}"), std::string::npos) << bad.output;
+  auto no_cpu = run_cli("run " + kTiny + " --precision bf16 --devices opencl:0 --input image=" + kImage);
+  EXPECT_NE(no_cpu.exit_code, 0);
+  EXPECT_NE(no_cpu.output.find("--precision bf16 chooses the CPU's kernels; --devices opencl:0 lists no cpu"),
+            std::string::npos)
+      << no_cpu.output;
+}
+
 TEST(Cli, UnknownOpIsNamed) {
   // A model with one node of an op vlrt does not know.
   std::string dir = test::temp_dir("cli_unknown_op");

@@ -96,7 +96,10 @@ TEST(CliCheck, HalfPrecisionDriftIsMeasuredPerNode) {
   std::string dir = test::temp_dir("cli_check_precision");
   auto bf16 = run_cli("check " + fixture("base") + " --precision fp32,bf16 -t 1 --json " + dir + "/p.json");
   EXPECT_EQ(bf16.exit_code, 1) << bf16.output;
-  EXPECT_TRUE(has(bf16, "B holds its weights and every value a node makes in bf16")) << bf16.output;
+  // On a CPU with AVX512-BF16 the products of vlrt run --precision bf16, elsewhere every value rounded.
+  EXPECT_TRUE(has(bf16, "B multiplies in bf16 as vlrt run --precision bf16 does") ||
+              has(bf16, "B holds its weights and every value a node makes in bf16"))
+      << bf16.output;
   EXPECT_TRUE(has(bf16, "on cpu in bf16")) << bf16.output;
   std::ifstream f(dir + "/p.json");
   nlohmann::json j = nlohmann::json::parse(f);

@@ -10,6 +10,7 @@
 #include "backends/cpu/direct_conv.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/packed_integer.h"
+#include "core/precision.h"
 #include "exec/session.h"
 #include "op_test_util.h"
 
@@ -528,6 +529,128 @@ TEST(CpuOneDnn, SessionPacksConstantWeightsOnce) {
   }
   TensorMap y = s.run({{"in0", x}});
   expect_close(y.at("out0"), run_on_cpu(n, {x, w}, true), 1e-4, 1e-4);
+}
+
+// --precision bf16 (PlanOptions::bf16_products).
+Tensor bf16_rounded(Tensor t) {
+  t = t.clone();
+  round_to_precision(t.data<float>(), size_t(t.numel()), Precision::bf16);
+  return t;
+}
+
+Tensor magnitudes(Tensor t) {
+  t = t.clone();
+  for (int64_t i = 0; i < t.numel(); i++) t.data<float>()[i] = std::fabs(t.data<float>()[i]);
+  return t;
+}
+
+struct Bf16Case {
+  std::string op;
+  std::vector<Tensor> inputs;  // X or A, the constant W or B, then the rest
+  std::map<std::string, Attribute> attrs;
+};
+
+std::vector<Bf16Case> bf16_cases() {
+  Tensor z = random_uniform({2, 3, 21}, 5);
+  return {
+      {"MatMul", {random_uniform({2, 3, 19}, 1), random_uniform({19, 21}, 2)}, {}},
+      {"Gemm",
+       {random_uniform({5, 40}, 5), random_uniform({23, 40}, 6), random_uniform({23}, 7)},
+       {{"transB", attr_i(1)}}},
+      {"FusedMatMul",
+       {random_uniform({2, 3, 19}, 1), random_uniform({19, 21}, 2), random_uniform({21}, 4), z},
+       {{"activation", attr_s("Gelu")}}},
+      {"Conv",
+       {random_uniform({2, 5, 9, 11}, 8), random_uniform({7, 5, 3, 3}, 9), random_uniform({7}, 10)},
+       {{"pads", attr_ints({1, 1, 1, 1})}}},
+      {"Conv",
+       {random_uniform({1, 3, 13, 10}, 11), random_uniform({17, 3, 3, 2}, 12)},
+       {{"strides", attr_ints({2, 3})}, {"pads", attr_ints({0, 1, 2, 1})}}},
+      {"Conv",
+       {random_uniform({1, 4, 12, 12}, 13), random_uniform({6, 4, 3, 3}, 14)},
+       {{"dilations", attr_ints({2, 3})}, {"pads", attr_ints({2, 1, 0, 3})}}},
+      {"Conv", {random_uniform({3, 17, 5, 6}, 15), random_uniform({33, 17, 1, 1}, 16)}, {}},
+      {"Conv",
+       {random_uniform({2, 3, 17}, 17), random_uniform({5, 3, 4}, 18)},
+       {{"strides", attr_ints({2})}, {"pads", attr_ints({1, 2})}}},
+      {"FusedConv",
+       {random_uniform({2, 5, 8, 7}, 19), random_uniform({6, 5, 3, 3}, 20), random_uniform({6}, 21),
+        random_uniform({2, 6, 8, 7}, 22)},
+       {{"pads", attr_ints({1, 1, 1, 1})}, {"activation", attr_s("Relu")}}},
+  };
+}
+
+// With bfloat16 products oneDNN rounds the activations and the weights to bfloat16 and sums in
+// float32: on values that are bfloat16 already the result is the reference kernel's float32 one
+// (up to the order of the sums), and on any others it is within two bfloat16 roundings of each
+// term, 2^-7 * sum |x| |w|. A CPU without AVX512-BF16 says so and keeps its float32 kernels.
+TEST(CpuOneDnn, Bf16ProductsAreFloat32ProductsOfBf16Values) {
+  CpuBackend bf16(0, test_pool()), fp32(0, test_pool());
+  bf16.set_reference_kernels(false);
+  fp32.set_reference_kernels(false);
+  bool native = bf16.use_bf16_products(true);
+  EXPECT_EQ(native, onednn_bf16_products());
+  for (const Bf16Case& c : bf16_cases()) {
+    SCOPED_TRACE(c.op + " " + c.inputs[0].describe());
+    Node n = node_for(c.op, c.inputs, c.attrs);
+    ValueInfos infos(c.inputs);
+    PrepareInfo got = bf16.prepare_info(n, 17, infos.ptrs), plain = fp32.prepare_info(n, 17, infos.ptrs);
+    if (!native) {
+      EXPECT_EQ(got.kernel, plain.kernel) << "without bfloat16 kernels the float32 ones run";
+      continue;
+    }
+    EXPECT_NE(got.kernel.find("bf16"), std::string::npos) << got.kernel;
+    std::vector<Tensor> rounded = c.inputs;
+    rounded[0] = bf16_rounded(rounded[0]);
+    rounded[1] = bf16_rounded(rounded[1]);
+    std::vector<const Tensor*> ptrs;
+    for (auto& t : rounded) ptrs.push_back(&t);
+    expect_close(run_node(bf16, n, 17, ptrs)[0], run_on_cpu(n, rounded, true), 1e-5, 1e-5);
+    if (c.op == "FusedMatMul" || c.op == "FusedConv") continue;  // the bound is for sums alone
+    ptrs.clear();
+    for (auto& t : c.inputs) ptrs.push_back(&t);
+    Tensor y = run_node(bf16, n, 17, ptrs)[0], want = run_on_cpu(n, c.inputs, true);
+    std::vector<Tensor> abs_inputs = {magnitudes(c.inputs[0]), magnitudes(c.inputs[1])};
+    Tensor bound = run_on_cpu(node_for(c.op, abs_inputs, c.attrs), abs_inputs, true);
+    ASSERT_EQ(y.shape(), want.shape());
+    double worst = 0;
+    for (int64_t i = 0; i < y.numel(); i++) {
+      double err = std::fabs(double(y.data<float>()[i]) - want.data<float>()[i]);
+      EXPECT_LE(err, std::ldexp(double(bound.data<float>()[i]), -7) + 1e-5) << "element " << i;
+      worst = std::max(worst, err);
+    }
+    EXPECT_GT(worst, 0.0) << "the unrounded values were rounded";
+  }
+  // Depthwise and other grouped convolutions stay float32: memory-bound, not faster in bfloat16.
+  Tensor x = random_uniform({1, 20, 9, 9}, 1), w = random_uniform({20, 1, 3, 3}, 2);
+  Node dw = node_for("Conv", {x, w}, {{"group", attr_i(20)}, {"pads", attr_ints({1, 1, 1, 1})}});
+  ValueInfos infos({x, w});
+  EXPECT_EQ(bf16.prepare_info(dw, 17, infos.ptrs).kernel, fp32.prepare_info(dw, 17, infos.ptrs).kernel);
+}
+
+// PlanOptions::bf16_products reaches the CPU backend: the plan names the bfloat16 kernel and
+// counts bfloat16 weights, half the float32 bytes (on a shape without padding to oneDNN's blocks).
+TEST(CpuOneDnn, SessionWithBf16ProductsPlansTheBf16Kernels) {
+  Tensor a = random_uniform({4, 64}, 1), b = random_uniform({64, 64}, 2);
+  Node n = node_for("MatMul", {a, b}, {});
+  Model m = one_node_model(n, 17, {a});
+  m.graph.initializers["in1"] = b;
+  SessionOptions o;
+  o.threads = 2;
+  o.plan.bf16_products = true;
+  Session s(m, o);
+  const Plan& p = s.plan({{"in0", {DType::f32, a.shape()}}});
+  size_t packed = 0;
+  for (auto& step : p.steps) packed += step.prepared_bytes;
+  Tensor y = s.run({{"in0", a}}).at("out0");
+  if (CpuBackend(0, test_pool()).reference_kernels() || !onednn_bf16_products()) {
+    for (auto& [kernel, count] : p.devices[0].kernels) EXPECT_EQ(kernel.find("bf16"), std::string::npos);
+    expect_close(y, run_on_cpu(n, {a, b}, false), 1e-5, 1e-5);
+    return;
+  }
+  EXPECT_EQ(p.devices[0].kernels, (std::map<std::string, int>{{"oneDNN bf16 matmul", 1}}));
+  EXPECT_EQ(packed, b.nbytes() / 2);
+  expect_close(y, run_on_cpu(n, {bf16_rounded(a), bf16_rounded(b)}, true), 1e-5, 1e-5);
 }
 
 }  // namespace

@@ -37,6 +37,9 @@ class CpuBackend : public Backend {
   // oneDNN's uint8 x int8 kernels with VNNI (onednn_exact_integer_products); not on the reference kernels.
   bool fast_integer_products() const override;
   bool channels_last_integer_convs() const override;
+  // oneDNN's bfloat16 kernels, where it has them for this CPU (onednn_bf16_products); not on the
+  // reference kernels.
+  bool use_bf16_products(bool on) override;
   void execute(const Node& node, int64_t opset, KernelState* state, const std::vector<const Tensor*>& inputs,
                const std::vector<Tensor*>& outputs) override;
   ThreadPool& pool() { return *pool_; }
@@ -47,6 +50,7 @@ class CpuBackend : public Backend {
  private:
   int index_;
   bool reference_kernels_;
+  bool bf16_products_ = false;
   std::unique_ptr<ThreadPool> owned_pool_;
   ThreadPool* pool_;
 };

@@ -133,6 +133,13 @@ void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
   }
 }
 
+// Whether oneDNN's implementation of a bfloat16 primitive is a kernel for this CPU's bfloat16
+// instructions, not its reference loops (slower than the float32 kernels they would replace).
+bool native_bf16(const char* impl) {
+  std::string name = impl;
+  return name.find("ref") == std::string::npos && name.find("bf16") != std::string::npos;
+}
+
 // A primitive's descriptor with the plain layouts of the node's tensors, or nothing
 // where oneDNN does not take the node.
 struct ConvPlan {
@@ -189,7 +196,10 @@ ConvDims conv_dims(const ConvGeometry& g, const Shape& w) {
   return d;
 }
 
-std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs) {
+// With `bf16` the primitive multiplies bfloat16 activations (converted on the way in) by bfloat16
+// weights and sums in float32 into a float32 output.
+std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset,
+                                  const std::vector<const ValueInfo*>& inputs, bool bf16) {
   bool blocked = node.domain == "vlrt" && node.op_type == "BlockedConv";
   bool fused = blocked || (node.domain == "com.microsoft" && node.op_type == "FusedConv");
   if (!fused && !(node.domain.empty() && node.op_type == "Conv")) return std::nullopt;
@@ -217,6 +227,7 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
     return std::nullopt;
   ConvDims d = conv_dims(conv_geometry(node, xs, w->shape, ys, false), w->shape);
   bool grouped = d.weights.size() > rank;
+  if (bf16 && grouped) return std::nullopt;  // depthwise: memory-bound, vlrt's float32 kernels are faster
   memory::dims wd = d.weights;
   ConvPlan p;
   p.x = activation_desc(xs, blocks.src);
@@ -228,8 +239,10 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   Tag act_tag = conv_layout() == ConvLayout::plain  ? plain_tag(rank)
                 : conv_layout() == ConvLayout::nhwc ? channels_last_tag(rank)
                                                     : Tag::any;
-  memory::desc src(to_dims(xs), memory::data_type::f32, act_tag),
-      dst(to_dims(ys), memory::data_type::f32, act_tag), wany(wd, memory::data_type::f32, Tag::any),
+  const memory::data_type product_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  // oneDNN's bfloat16 convolutions read and write channels-last (brgconv): they convert, whatever we pass.
+  memory::desc src(to_dims(xs), product_type, bf16 ? Tag::any : act_tag),
+      dst(to_dims(ys), memory::data_type::f32, act_tag), wany(wd, product_type, Tag::any),
       bias_md = b ? memory::desc({w->shape[0]}, memory::data_type::f32, Tag::x) : memory::desc();
   dnnl::post_ops ops;
   if (p.sum) ops.append_sum(1.f);
@@ -242,11 +255,14 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset, const std::ve
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
+  if (bf16 && !native_bf16(p.pd.impl_info_str())) return std::nullopt;
   return p;
 }
 
 // MatMul, Gemm and vlrt.FusedMatMul (Y = act(A B' + Bias + Z)) with a constant 2-D B.
-std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs) {
+// With `bf16` as plan_conv's.
+std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const ValueInfo*>& inputs,
+                                      bool bf16) {
   bool gemm = node.domain.empty() && node.op_type == "Gemm";
   bool fused = node.domain == "vlrt" && node.op_type == "FusedMatMul";
   if (!gemm && !fused && !(node.domain.empty() && node.op_type == "MatMul")) return std::nullopt;
@@ -279,7 +295,8 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   p.y = memory::desc({m, n}, memory::data_type::f32, Tag::ab);
   p.bias = c != nullptr;
   p.sum = z != nullptr;
-  memory::desc wany({k, n}, memory::data_type::f32, Tag::any),
+  const memory::data_type product_type = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  memory::desc src({m, k}, product_type, Tag::ab), wany({k, n}, product_type, Tag::any),
       bias_md = c ? memory::desc({1, n}, memory::data_type::f32, Tag::ab) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -290,10 +307,11 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
     attr.set_post_ops(ops);
   }
   try {
-    p.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, wany, bias_md, p.y), attr, cpu_engine());
+    p.pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wany, bias_md, p.y), attr, cpu_engine());
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
+  if (bf16 && !native_bf16(p.pd.impl_info_str())) return std::nullopt;
   return p;
 }
 
@@ -637,6 +655,7 @@ class MatMulKernel : public PreparedKernel {
       : plan_(std::move(p)),
         matmul_(plan_.pd),
         weights_(pack_weights(plan_.w, plan_.pd.weights_desc(), weights)),
+        to_src_(reorder_between(plan_.a, plan_.pd.src_desc())),
         single_threaded_(single_threaded(shape_numel(plan_.y.dims()) * plan_.a.dims().back())) {}
 
   size_t bytes() const override { return plan_.pd.weights_desc().get_size(); }
@@ -646,7 +665,13 @@ class MatMulKernel : public PreparedKernel {
     dnnl::stream& s = thread_stream();
     memory scratch(plan_.pd.scratchpad_desc(), cpu_engine(),
                    t_scratchpad.get(plan_.pd.scratchpad_desc().get_size()));
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(plan_.a, in[0])},
+    memory src = wrap(plan_.a, in[0]);
+    if (to_src_) {  // bfloat16 products: A rounded to bfloat16
+      memory converted(plan_.pd.src_desc(), cpu_engine(), t_src.get(plan_.pd.src_desc().get_size()));
+      to_src_->execute(s, src, converted);
+      src = converted;
+    }
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src},
                                          {DNNL_ARG_WEIGHTS, weights_},
                                          {DNNL_ARG_DST, wrap(plan_.y, out[0])},
                                          {DNNL_ARG_SCRATCHPAD, scratch}};
@@ -661,6 +686,7 @@ class MatMulKernel : public PreparedKernel {
   MatMulPlan plan_;
   dnnl::matmul matmul_;
   memory weights_;
+  std::optional<dnnl::reorder> to_src_;
   bool single_threaded_;
 };
 
@@ -975,11 +1001,22 @@ int64_t onednn_conv_channel_block() {
   return detected_cpu_isa() == CpuIsa::avx512 ? 16 : 8;
 }
 
+bool onednn_bf16_products() {
+  using dnnl::cpu_isa;
+  static const bool native = [] {
+    cpu_isa isa = dnnl::get_effective_cpu_isa();
+    return isa == cpu_isa::avx512_core_bf16 || isa == cpu_isa::avx512_core_amx;
+  }();
+  return native;
+}
+
 PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
-                                int threads) {
+                                int threads, bool bf16_products) {
   use_threads(threads);
-  if (auto p = plan_conv(node, opset, inputs)) return {p->pd.weights_desc().get_size(), {1}, "oneDNN conv"};
-  if (auto p = plan_matmul(node, inputs)) return {p->pd.weights_desc().get_size(), {1}, "oneDNN matmul"};
+  if (auto p = plan_conv(node, opset, inputs, bf16_products))
+    return {p->pd.weights_desc().get_size(), {1}, bf16_products ? "oneDNN bf16 conv" : "oneDNN conv"};
+  if (auto p = plan_matmul(node, inputs, bf16_products))
+    return {p->pd.weights_desc().get_size(), {1}, bf16_products ? "oneDNN bf16 matmul" : "oneDNN matmul"};
   if (auto p = plan_integer_matmul(node, inputs)) {
     const ValueInfo* w = inputs[p->weights()];
     size_t offsets = column_offsets(w->dtype, w->shape[1], input_info(inputs, p->weights() + 2)).size();
@@ -998,13 +1035,14 @@ PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vect
 }
 
 std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t opset,
-                                                const std::vector<const ValueInfo*>& inputs, int threads) {
+                                                   const std::vector<const ValueInfo*>& inputs, int threads,
+                                                   bool bf16_products) {
   use_threads(threads);
-  if (auto p = plan_conv(node, opset, inputs)) {
+  if (auto p = plan_conv(node, opset, inputs, bf16_products)) {
     const Tensor& w = *inputs[1]->value;
     return std::make_unique<ConvKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
   }
-  if (auto p = plan_matmul(node, inputs)) {
+  if (auto p = plan_matmul(node, inputs, bf16_products)) {
     const Tensor& w = *inputs[1]->value;
     return std::make_unique<MatMulKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
   }

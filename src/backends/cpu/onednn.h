@@ -16,9 +16,14 @@ namespace vlrt {
 
 // What the oneDNN kernel of this node would hold (bytes 0 and nothing replaced: none
 // takes the node). A primitive splits its work for the thread count it is made with and
-// keeps that split, so both take the threads it will run on.
+// keeps that split, so both take the threads it will run on. With `bf16_products` the float32
+// Conv, FusedConv, BlockedConv, MatMul, Gemm and FusedMatMul kernels multiply bfloat16 values
+// (their activations rounded on the way in, their weights packed as bfloat16: half the bytes)
+// with float32 sums and outputs; only where onednn_bf16_products() holds.
 PrepareInfo onednn_prepare_info(const Node& node, int64_t opset, const std::vector<const ValueInfo*>& inputs,
-                                int threads);
+                                int threads, bool bf16_products = false);
+// Whether oneDNN has bfloat16 kernels for this CPU (AVX512-BF16 or AMX).
+bool onednn_bf16_products();
 // The channel block (16 or 8) in which oneDNN's convolutions on this CPU read and write
 // activations without converting them; 0 when VLRT_ONEDNN_CONV_LAYOUT asks for another layout.
 int64_t onednn_conv_channel_block();
@@ -27,6 +32,7 @@ int64_t onednn_conv_channel_block();
 bool onednn_exact_integer_products();
 // That kernel, its weights packed; nullptr where oneDNN does not take the node.
 std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t opset,
-                                                const std::vector<const ValueInfo*>& inputs, int threads);
+                                                   const std::vector<const ValueInfo*>& inputs, int threads,
+                                                   bool bf16_products = false);
 
 }  // namespace vlrt
