@@ -621,6 +621,15 @@ TEST(CpuOneDnn, Bf16ProductsAreFloat32ProductsOfBf16Values) {
     }
     EXPECT_GT(worst, 0.0) << "the unrounded values were rounded";
   }
+  if (native) {  // a FusedMatMul weight stored in bfloat16 (vlrt quantize --bf16) is packed as it is
+    Tensor a = bf16_rounded(random_uniform({3, 40}, 30)),
+           b = random_uniform({40, 24}, 31).converted(DType::bf16);
+    Node n = node_for("FusedMatMul", {a, b}, {});
+    ValueInfos infos({a, b});
+    EXPECT_EQ(bf16.prepare_info(n, 17, infos.ptrs).kernel, "oneDNN bf16 matmul");
+    expect_close(run_node(bf16, n, 17, {&a, &b})[0], run_on_cpu(n, {a, b.converted(DType::f32)}, true), 1e-5,
+                 1e-5);
+  }
   // Depthwise and other grouped convolutions stay float32: memory-bound, not faster in bfloat16.
   Tensor x = random_uniform({1, 20, 9, 9}, 1), w = random_uniform({20, 1, 3, 3}, 2);
   Node dw = node_for("Conv", {x, w}, {{"group", attr_i(20)}, {"pads", attr_ints({1, 1, 1, 1})}});

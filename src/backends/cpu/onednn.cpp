@@ -140,6 +140,17 @@ bool native_bf16(const char* impl) {
   return name.find("ref") == std::string::npos && name.find("bf16") != std::string::npos;
 }
 
+// The type in which a float weight is handed to the packing reorder: bfloat16 weights as stored
+// when the products are bfloat16 too, everything else widened to float32 first.
+memory::data_type stored_weight_type(const ValueInfo* w, bool bf16) {
+  return bf16 && w->dtype == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
+
+// The weight tensor as stored_weight_type hands it over.
+Tensor packing_source(const Tensor& w, bool bf16) {
+  return w.dtype() == DType::f32 || (bf16 && w.dtype() == DType::bf16) ? w : w.converted(DType::f32);
+}
+
 // A primitive's descriptor with the plain layouts of the node's tensors, or nothing
 // where oneDNN does not take the node.
 struct ConvPlan {
@@ -233,7 +244,7 @@ std::optional<ConvPlan> plan_conv(const Node& node, int64_t opset,
   p.x = activation_desc(xs, blocks.src);
   p.y = activation_desc(ys, blocks.dst);
   p.z = activation_desc(ys, blocks.sum);
-  p.w = memory::desc(wd, memory::data_type::f32, weights_tag(rank, grouped));
+  p.w = memory::desc(wd, stored_weight_type(w, bf16), weights_tag(rank, grouped));
   p.bias = b != nullptr;
   p.sum = z != nullptr;
   Tag act_tag = conv_layout() == ConvLayout::plain  ? plain_tag(rank)
@@ -291,7 +302,7 @@ std::optional<MatMulPlan> plan_matmul(const Node& node, const std::vector<const 
   if (z && !(is_f32(z) && shape_numel(z->shape) == m * n)) return std::nullopt;
   MatMulPlan p;
   p.a = memory::desc({m, k}, memory::data_type::f32, Tag::ab);
-  p.w = memory::desc({k, n}, memory::data_type::f32, tb ? Tag::ba : Tag::ab);
+  p.w = memory::desc({k, n}, stored_weight_type(w, bf16), tb ? Tag::ba : Tag::ab);
   p.y = memory::desc({m, n}, memory::data_type::f32, Tag::ab);
   p.bias = c != nullptr;
   p.sum = z != nullptr;
@@ -1038,14 +1049,10 @@ std::unique_ptr<PreparedKernel> make_onednn_kernel(const Node& node, int64_t ops
                                                    const std::vector<const ValueInfo*>& inputs, int threads,
                                                    bool bf16_products) {
   use_threads(threads);
-  if (auto p = plan_conv(node, opset, inputs, bf16_products)) {
-    const Tensor& w = *inputs[1]->value;
-    return std::make_unique<ConvKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
-  }
-  if (auto p = plan_matmul(node, inputs, bf16_products)) {
-    const Tensor& w = *inputs[1]->value;
-    return std::make_unique<MatMulKernel>(std::move(*p), w.dtype() == DType::f32 ? w : w.converted(DType::f32));
-  }
+  if (auto p = plan_conv(node, opset, inputs, bf16_products))
+    return std::make_unique<ConvKernel>(std::move(*p), packing_source(*inputs[1]->value, bf16_products));
+  if (auto p = plan_matmul(node, inputs, bf16_products))
+    return std::make_unique<MatMulKernel>(std::move(*p), packing_source(*inputs[1]->value, bf16_products));
   if (auto p = plan_integer_matmul(node, inputs)) {
     auto w = int8_weights(*inputs[p->weights()]->value, input_info(inputs, p->weights() + 2));
     return std::make_unique<IntegerMatMulKernel>(std::move(*p), std::move(w));
