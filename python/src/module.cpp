@@ -125,9 +125,14 @@ std::vector<std::string> memory_caps(const py::object& memory) {
   return caps;
 }
 
-PlanOptions plan_options_for(const std::vector<std::string>& devices, const py::object& memory) {
+PlanOptions plan_options_for(const std::vector<std::string>& devices, const py::object& memory,
+                             const std::string& precision = "fp32") {
   if (devices.empty()) fail("devices is empty; give e.g. ['cpu'] or ['opencl:0', 'cpu']");
+  if (precision != "fp32" && precision != "bf16")
+    fail("precision: expected 'fp32' or 'bf16' (products in bfloat16 on a CPU with AVX512-BF16), got '",
+         precision, "'");
   DeviceArgs args;
+  args.precision = precision;
   args.devices.clear();
   for (auto& d : devices) args.devices += (args.devices.empty() ? "" : ",") + d;
   args.memory = memory_caps(memory);
@@ -137,11 +142,11 @@ PlanOptions plan_options_for(const std::vector<std::string>& devices, const py::
 class InferenceSession {
  public:
   InferenceSession(const std::string& path, const std::vector<std::string>& devices, int threads,
-                   const py::object& memory)
+                   const py::object& memory, const std::string& precision)
       : path_(path) {
     SessionOptions options;
     options.threads = threads;
-    options.plan = plan_options_for(devices, memory);
+    options.plan = plan_options_for(devices, memory, precision);
     py::gil_scoped_release unlocked;
     session_ = std::make_unique<Session>(load_model(path), options);
   }
@@ -481,9 +486,10 @@ PYBIND11_MODULE(_vlrt, m) {
       });
 
   py::class_<InferenceSession>(m, "InferenceSession")
-      .def(py::init<const std::string&, const std::vector<std::string>&, int, const py::object&>(), py::arg("path"),
-           py::arg("devices") = std::vector<std::string>{"cpu"}, py::arg("threads") = 0,
-           py::arg("memory") = py::none())
+      .def(py::init<const std::string&, const std::vector<std::string>&, int, const py::object&,
+                    const std::string&>(),
+           py::arg("path"), py::arg("devices") = std::vector<std::string>{"cpu"}, py::arg("threads") = 0,
+           py::arg("memory") = py::none(), py::arg("precision") = "fp32")
       .def("get_inputs", &InferenceSession::get_inputs)
       .def("get_outputs", &InferenceSession::get_outputs)
       .def("run", &InferenceSession::run, py::arg("output_names"), py::arg("input_feed"))

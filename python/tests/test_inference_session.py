@@ -126,6 +126,21 @@ def test_threads_share_one_session(session, image):
         assert np.array_equal(r, expected[k % 8])
 
 
+def test_bf16_products_are_the_cli_ones(model, image, repo, vlrt_cli, tmp_path):
+    s = vlrt.InferenceSession(model, threads=1, precision="bf16")
+    (probs,) = s.run(None, {"image": image})
+    cli = subprocess.run([vlrt_cli, "run", model, "-t", "1", "--precision", "bf16", "-i",
+                          f"image={repo / 'models/tiny/image.npy'}", "-o", str(tmp_path)], check=True,
+                         capture_output=True, text=True)
+    assert np.array_equal(probs, np.load(tmp_path / "probs.npy"))
+    np.testing.assert_allclose(probs, np.load(repo / "models" / "tiny" / "expected_probs.npy"), atol=2e-2)
+    kernels = s.plan({"image": [1, 3, 32, 32]})["devices"]["cpu"]["prepared_kernels"]
+    warned = "warning: --precision bf16" in cli.stderr  # a CPU without AVX512-BF16: float32
+    assert warned != ("oneDNN bf16 conv" in kernels), (kernels, cli.stderr)
+    with pytest.raises(vlrt.Error, match="precision: expected 'fp32' or 'bf16'"):
+        vlrt.InferenceSession(model, precision="fp16")
+
+
 def test_plan_is_the_cli_plan(model, vlrt_cli):
     s = vlrt.InferenceSession(model, memory={"cpu": "1GiB"})
     plan = s.plan({"image": [2, 3, 32, 32]})
