@@ -5,6 +5,9 @@ and each runtime's peak RSS.
 
     python3 tools/bench_vs_ort.py MODEL_OR_DIR... [--threads 2] [--runs 20] [--rounds 5]
 
+The runtime vlrt-bf16 is vlrt with --precision bf16 (products in bfloat16 on a CPU with
+AVX512-BF16); its ratio to onnxruntime's float32 gets a column of its own.
+
 A MODEL_OR_DIR is an .onnx file or a folder holding model.onnx (an export_zoo.py or
 export_groundingdino.py folder); NAME.npy files beside the model are used as the
 values of the inputs of that name, other inputs get random values (floats in [-1, 1),
@@ -129,9 +132,9 @@ class Runner:
 
     def __init__(self, runtime, model, threads, inputs_dir, vlrt, warmup):
         self.runtime, self.ms, self.error, self.peak = runtime, [], None, None
-        if runtime == "vlrt":
+        if runtime in ("vlrt", "vlrt-bf16"):
             cmd = [vlrt, "bench", model, "-t", str(threads), "--warmup", str(warmup), "--rounds-stdin",
-                   "--no-verify-hash"]
+                   "--no-verify-hash", "--precision", "bf16" if runtime == "vlrt-bf16" else "fp32"]
             for f in sorted(os.listdir(inputs_dir)):
                 cmd += ["--values", f"{os.path.splitext(f)[0]}={os.path.join(inputs_dir, f)}"]
         else:
@@ -139,7 +142,7 @@ class Runner:
                    "--inputs-dir", inputs_dir, "--warmup", str(warmup)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
-        if runtime != "vlrt":  # vlrt answers only rounds; an error shows as its exit
+        if not runtime.startswith("vlrt"):  # vlrt answers only rounds; an error shows as its exit
             first = self._read()
             if first is None or "error" in first:
                 self.error = first["error"] if first else self._stderr_tail()
@@ -256,15 +259,21 @@ def main():
 
     print(f"\n{args.threads} threads, {args.runs} runs each in {args.rounds} alternating rounds; median / p90 ms, "
           "peak RSS MiB\n")
+    bf16 = "vlrt-bf16" in runtimes
     head = "| model | " + " | ".join(runtimes) + " | vlrt/ort | vlrt/best | " + \
+        ("vlrt-bf16/ort | " if bf16 else "") + \
         " | ".join(f"RSS {r}" for r in runtimes) + " |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
-    vs_ort, vs_best, notes = [], [], []
+    vs_ort, vs_best, bf16_vs_ort, notes = [], [], [], []
     for name, row in results.items():
         v = row.get("vlrt", {}).get("median_ms")
         o = row.get("onnxruntime", {}).get("median_ms")
-        peers = [row[r]["median_ms"] for r in runtimes if r != "vlrt" and "median_ms" in row.get(r, {})]
+        peers = [row[r]["median_ms"] for r in runtimes if not r.startswith("vlrt") and "median_ms" in row.get(r, {})]
+        b = row.get("vlrt-bf16", {}).get("median_ms")
+        r3 = b / o if b and o else None
+        if r3:
+            bf16_vs_ort.append(r3)
         r1 = v / o if v and o else None
         r2 = v / min(peers) if v and peers else None
         if r1:
@@ -272,11 +281,14 @@ def main():
         if r2:
             vs_best.append(r2)
         ratio = lambda x: f"{x:.2f}" if x else "—"
-        cells = [cell(row[r]) for r in runtimes] + [ratio(r1), ratio(r2)] + [mib(row[r]) for r in runtimes]
+        cells = [cell(row[r]) for r in runtimes] + [ratio(r1), ratio(r2)] + ([ratio(r3)] if bf16 else []) + \
+            [mib(row[r]) for r in runtimes]
         print(f"| {name} | " + " | ".join(cells) + " |")
         notes += [f"{name}: {r} failed: {row[r]['error']}" for r in runtimes if "error" in row[r]]
     print(f"\ngeometric mean vlrt/onnxruntime: {geomean(vs_ort):.3f} over {len(vs_ort)} models")
     print(f"geometric mean vlrt/fastest peer: {geomean(vs_best):.3f} over {len(vs_best)} models")
+    if bf16_vs_ort:
+        print(f"geometric mean vlrt-bf16/onnxruntime: {geomean(bf16_vs_ort):.3f} over {len(bf16_vs_ort)} models")
     for n in notes:
         print(n)
     if args.json:

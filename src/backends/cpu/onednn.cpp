@@ -133,12 +133,9 @@ void append_activation(const FusedActivation& a, dnnl::post_ops& ops) {
   }
 }
 
-// Whether oneDNN's implementation of a bfloat16 primitive is a kernel for this CPU's bfloat16
-// instructions, not its reference loops (slower than the float32 kernels they would replace).
-bool native_bf16(const char* impl) {
-  std::string name = impl;
-  return name.find("ref") == std::string::npos && name.find("bf16") != std::string::npos;
-}
+// Whether oneDNN's implementation of a bfloat16 primitive is a kernel for this CPU (brgemm or jit on
+// AVX512-BF16 or AMX), not its reference loops, slower than the float32 kernels they would replace.
+bool native_bf16(const char* impl) { return std::string(impl).find("ref") == std::string::npos; }
 
 // The type in which a float weight is handed to the packing reorder: bfloat16 weights as stored
 // when the products are bfloat16 too, everything else widened to float32 first.

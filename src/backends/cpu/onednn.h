@@ -1,9 +1,10 @@
 // The CPU backend's prepared kernels on oneDNN: float32 Conv and FusedConv, MatMul and Gemm
-// whose B is a constant, and MatMulInteger and DynamicQuantizeMatMul whose B is a constant
-// int8 tensor with zero points 0 (uint8 A, exact int32 products, on CPUs with VNNI). Their weights are reordered once, at prepare, into the
-// layout oneDNN's kernels read; the state holds that copy in place of the initializer.
-// Every other node, and these where oneDNN does not take them, runs the reference kernels
-// of src/backends/cpu/ops.
+// whose B is a constant (with bf16_products the same in bfloat16 with float32 sums), and
+// MatMulInteger and DynamicQuantizeMatMul whose B is a constant int8 tensor with zero points 0
+// (uint8 A, exact int32 products, on CPUs with VNNI). Their weights are reordered once, at
+// prepare, into the layout oneDNN's kernels read; the state holds that copy in place of the
+// initializer. Every other node, and these where oneDNN does not take them, runs the reference
+// kernels of src/backends/cpu/ops.
 #pragma once
 
 #include <memory>
