@@ -32,8 +32,12 @@ std::string instead_of(const std::string& isa, const CpuProbe& c) {
     return has("AVX2") ? "int8 products run on vlrt's exact AVX2 kernels instead of oneDNN's VNNI ones"
                        : "int8 products run on the plain reference loops";
   }
-  if (isa == "AVX512-BF16" || isa == "AMX-BF16")
-    return "bf16 and fp16 weights are widened to float32 and computed in float32; --precision bf16 is emulated";
+  if (isa == "AVX512-BF16" || isa == "AMX-BF16") {
+    if (has("AVX512-BF16") || has("AMX-BF16"))
+      return "the other level runs --precision bf16's bfloat16 products";
+    return "--precision bf16 computes in float32 (with a warning); bf16 and fp16 weights are widened to "
+           "float32";
+  }
   if (isa == "AVX-512F") return "vlrt's own kernels use AVX2";
   return "vlrt runs without it";
 }
