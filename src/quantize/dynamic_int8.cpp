@@ -31,16 +31,21 @@ Tensor transposed_2d(const Tensor& t) {
 class Int8Rewriter {
  public:
   Int8Rewriter(Model& model, const Int8Options& options)
-      : g_(model.graph), options_(options), excluded_(g_, options.exclude), names_(g_) {}
+      : g_(model.graph),
+        opset_(model.opset()),
+        options_(options),
+        excluded_(g_, options.exclude),
+        names_(g_) {}
 
   QuantizeReport run() {
     report_.weight_bytes_before = initializer_bytes(g_);
     std::vector<Node> nodes = std::move(g_.nodes);
     g_.nodes.clear();
     for (Node& n : nodes) {
-      bool rewritten = !excluded_.excludes(n) && ((n.op_type == "MatMul" && rewrite_matmul(n)) ||
-                                                  (n.op_type == "Gemm" && rewrite_gemm(n)) ||
-                                                  (n.op_type == "Conv" && rewrite_conv(n)));
+      bool rewritten =
+          !excluded_.excludes(n) &&
+          ((n.op_type == "MatMul" && rewrite_matmul(n)) || (n.op_type == "Gemm" && rewrite_gemm(n)) ||
+           (n.op_type == "Conv" && rewrite_conv(n)) || (n.op_type == "Gather" && rewrite_gather(n)));
       if (rewritten) report_.rewritten[n.op_type]++;
       else g_.nodes.push_back(std::move(n));
     }
@@ -165,6 +170,24 @@ class Int8Rewriter {
     return true;
   }
 
+  // An embedding table [V, D] read by Gather along axis 0 (a text encoder's word embeddings): stored
+  // as int8 with a symmetric scale per column, the gathered rows dequantized by DequantizeLinear
+  // along their last axis (per-axis scales need opset 13), as onnxruntime's quantize_dynamic
+  // stores such tables (per tensor, it).
+  bool rewrite_gather(const Node& n) {
+    const Tensor* table = n.inputs.size() == 2 ? weight(n.inputs[0], 2) : nullptr;
+    if (!table || n.attr_int("axis", 0) != 0 || opset_ < 13) return false;
+    const QuantizedWeight& q = quantized_weight(n.inputs[0], n.inputs[0], *table, 1, {table->dim(1)}, 1.f);
+    std::string rows = names_.fresh(n.outputs[0] + "_quantized");
+    g_.nodes.push_back(
+        make_node(names_.fresh(n.name + "_Gather"), "Gather", {q.values, n.inputs[1]}, {rows}));
+    Node dq = make_node(names_.fresh(n.name + "_DequantizeLinear"), "DequantizeLinear", {rows, q.scales},
+                        {n.outputs[0]});
+    dq.attrs["axis"] = int_attribute(-1);
+    g_.nodes.push_back(std::move(dq));
+    return true;
+  }
+
   // Float weights that no node reads any more.
   void drop_unread(const std::vector<std::string>& candidates) {
     std::unordered_map<std::string, int> readers = count_readers(g_);
@@ -173,6 +196,7 @@ class Int8Rewriter {
   }
 
   Graph& g_;
+  int64_t opset_;
   const Int8Options& options_;
   Exclusions excluded_;
   NameGenerator names_;

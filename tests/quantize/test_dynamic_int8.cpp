@@ -72,6 +72,53 @@ TEST(DynamicInt8, WrittenFileLoadsBackAndRunsTheSame) {
   EXPECT_EQ(test::relative_error(from_file, in_memory), 0);
 }
 
+// ids[2,5] -> Gather(table [50, 32]) -> MatMul(w [32, 24]) -> y, the text encoder's first steps.
+Model embedding_model(int64_t opset, int64_t gather_axis = 0) {
+  Model m = test::empty_model(opset);
+  Graph& g = m.graph;
+  ValueDecl ids = test::decl("ids", {2, 5});
+  ids.dtype = DType::i64;
+  g.inputs.push_back(ids);
+  g.outputs.push_back(test::decl("y", gather_axis == 0 ? Shape{2, 5, 24} : Shape{50, 2, 5}));
+  g.initializers["table"] = test::random_tensor({50, 32}, 21, 0.5f);
+  g.initializers["w"] = test::random_tensor({32, 24}, 22, 0.3f);
+  Node gather = vlrt::make_node("embed", "Gather", {"table", "ids"}, {gather_axis == 0 ? "e" : "y"});
+  gather.attrs["axis"] = int_attribute(gather_axis);
+  g.nodes.push_back(gather);
+  if (gather_axis == 0) g.nodes.push_back(vlrt::make_node("proj", "MatMul", {"e", "w"}, {"y"}));
+  return m;
+}
+
+Tensor run_embedding(Model m) {
+  Tensor ids = Tensor::from_vector<int64_t>({0, 7, 49, 3, 3, -1, 12, 25, 31, 8}, {2, 5});
+  SessionOptions options;
+  options.threads = 2;
+  return Session(std::move(m), options).run({{"ids", ids}}).at("y");
+}
+
+// An embedding table becomes int8 with one symmetric scale per column, dequantized after the
+// Gather (negative indices included); a table gathered along another axis, or in a model older
+// than opset 13 (no per-axis DequantizeLinear), stays float32.
+TEST(DynamicInt8, EmbeddingTablesAreStoredAsInt8) {
+  Model m = embedding_model(17);
+  Tensor want = run_embedding(m);
+  QuantizeReport r = quantize_dynamic_int8(m, {});
+  EXPECT_EQ(r.rewritten, (std::map<std::string, int>{{"Gather", 1}, {"MatMul", 1}}));
+  EXPECT_EQ(m.graph.initializers.count("table"), 0u);
+  EXPECT_EQ(m.graph.initializers.at("table_quantized").dtype(), DType::i8);
+  EXPECT_EQ(m.graph.initializers.at("table_scale").shape(), (Shape{32}));
+  EXPECT_EQ(count_op(m.graph, "DequantizeLinear"), 1u);
+  double err = test::relative_error(run_embedding(m), want);
+  EXPECT_LT(err, kInt8Tolerance);
+  EXPECT_GT(err, 0);
+
+  Model old = embedding_model(12);
+  EXPECT_EQ(quantize_dynamic_int8(old, {}).rewritten, (std::map<std::string, int>{{"MatMul", 1}}));
+  EXPECT_EQ(old.graph.initializers.at("table").dtype(), DType::f32);
+  Model other_axis = embedding_model(17, 1);
+  EXPECT_TRUE(quantize_dynamic_int8(other_axis, {}).rewritten.empty());
+}
+
 TEST(DynamicInt8, SmallWeightsStayFloat) {
   Model m = test::mlp_model();
   Int8Options o;
