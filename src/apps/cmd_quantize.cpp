@@ -107,7 +107,10 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_flag("--fp16", a.fp16, "store weights as float16");
   cmd->add_flag("--bf16", a.bf16, "store weights as bfloat16");
   cmd->add_flag("--all", a.all, "with --fp16/--bf16: also the weights of numerically fragile nodes");
-  cmd->add_option("--exclude", a.exclude, "a node name or an op type to leave as it is (repeatable)");
+  cmd->add_option(
+      "--exclude", a.exclude,
+      "a node name or an op type to leave as it is, or a pattern of node names with * and ? (quote "
+      "it: '/bert/*' leaves every node whose name starts with /bert/); repeatable");
   cmd->add_option("--min-elements", a.min_elements,
                   "smallest weight rewritten, in elements (default 256 for --int8, 16 for half)");
   cmd->callback([] { quantize(a); });

@@ -1,5 +1,7 @@
 #include "quantize/rewrite.h"
 
+#include <fnmatch.h>
+
 namespace vlrt {
 
 namespace {
@@ -47,6 +49,14 @@ Exclusions::Exclusions(const Graph& g, const std::vector<std::string>& names_or_
   std::set<std::string> nodes, ops;
   collect_names(g, nodes, ops);
   for (const std::string& e : names_or_ops) {
+    if (e.find_first_of("*?[") != std::string::npos) {  // a pattern of node names, e.g. "/bert/*"
+      size_t before = names_.size();
+      for (const std::string& name : nodes)
+        if (fnmatch(e.c_str(), name.c_str(), 0) == 0) names_.insert(name);
+      if (names_.size() == before)
+        fail("--exclude '", e, "' matches no node name of the model (`vlrt info MODEL` lists them)");
+      continue;
+    }
     bool node = nodes.count(e) != 0, op = ops.count(e) != 0;
     if (!node && !op)
       fail("--exclude '", e, "' matches no node name and no op type of the model (`vlrt info MODEL` lists them)");

@@ -143,6 +143,16 @@ TEST(DynamicInt8, ExcludeByNameAndByOp) {
   o.exclude = {"fc9"};
   std::string err = error_of([&] { quantize_dynamic_int8(unknown, o); });
   EXPECT_NE(err.find("--exclude 'fc9' matches no node name and no op type"), std::string::npos) << err;
+  Model by_pattern = test::mlp_model();  // fc1 and fc2, not bias1 or relu1 (which are not products anyway)
+  o.exclude = {"fc?"};
+  EXPECT_TRUE(quantize_dynamic_int8(by_pattern, o).rewritten.empty());
+  Model one = test::mlp_model();
+  o.exclude = {"*2"};
+  EXPECT_EQ(quantize_dynamic_int8(one, o).rewritten, (std::map<std::string, int>{{"MatMul", 1}}));
+  Model none = test::mlp_model();
+  o.exclude = {"/bert/*"};
+  err = error_of([&] { quantize_dynamic_int8(none, o); });
+  EXPECT_NE(err.find("--exclude '/bert/*' matches no node name of the model"), std::string::npos) << err;
 }
 
 TEST(DynamicInt8, RefusesQuantizedModelsAndOldOpsets) {
