@@ -14,13 +14,6 @@ namespace vlrt {
 
 namespace {
 
-// The single node reading v, when it is a `op`; its index, or -1.
-int only_user(FusionGraph& g, const std::string& v, const char* op) {
-  if (!g.single_use(v)) return -1;
-  size_t u = g.users(v)[0];
-  return is_op(g.node(u), op) ? int(u) : -1;
-}
-
 // A float32 constant of one value or of n values along one axis: per-tensor or per-column.
 bool column_constant(FusionGraph& g, const std::string& v, int64_t n, bool allow_scalar) {
   const Tensor* t = g.constant(v);
@@ -44,13 +37,13 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
     const Tensor* zp = g.constant(w_zp);
     if (!zp || zp->rank() > 1 || (zp->numel() != 1 && zp->numel() != n)) return;
   }
-  int cast = only_user(g, product.outputs[0], "Cast");
-  if (cast < 0 || dtype_from_onnx(int32_t(g.node(size_t(cast)).attr_int("to", 0))) != DType::f32) return;
-  int mul = only_user(g, g.node(size_t(cast)).outputs[0], "Mul");
-  if (mul < 0) return;
-  const Node& dequantize = g.node(size_t(mul));
+  size_t cast, mul;
+  const Node* as_float = only_user(g, product.outputs[0], "Cast", &cast);
+  if (!as_float || dtype_from_onnx(int32_t(as_float->attr_int("to", 0))) != DType::f32) return;
+  const Node* dequantize = only_user(g, as_float->outputs[0], "Mul", &mul);
+  if (!dequantize) return;
   std::string scale =
-      dequantize.inputs[0] == g.node(size_t(cast)).outputs[0] ? dequantize.inputs[1] : dequantize.inputs[0];
+      dequantize->inputs[0] == as_float->outputs[0] ? dequantize->inputs[1] : dequantize->inputs[0];
   Node* scales = g.producer(scale);
   const std::string& x_scale = quantize->outputs[1];
   if (!scales || !is_op(*scales, "Mul") || scales->inputs.size() != 2) return;
@@ -62,17 +55,16 @@ void fuse_product(FusionGraph& g, size_t index, FusionCounts& counts) {
   fused.op_type = "DynamicQuantizeMatMul";
   fused.domain = "com.microsoft";
   fused.inputs = {quantize->inputs[0], w, w_scale, w_zp};
-  std::vector<size_t> chain = {index, size_t(cast), size_t(mul)};
+  std::vector<size_t> chain = {index, cast, mul};
   if (g.single_use(scale)) chain.insert(chain.begin(), size_t(g.producer_index(scale)));
-  std::string y = dequantize.outputs[0], pattern = "DynamicQuantizeLinear+MatMulInteger+Cast+Mul";
-  int add = only_user(g, y, "Add");
-  if (add >= 0) {
-    const Node& a = g.node(size_t(add));
-    std::string bias = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
-    if (a.inputs[0] != a.inputs[1] && column_constant(g, bias, n, false)) {
+  std::string y = dequantize->outputs[0], pattern = "DynamicQuantizeLinear+MatMulInteger+Cast+Mul";
+  size_t add;
+  if (const Node* a = only_user(g, y, "Add", &add)) {
+    std::string bias = a->inputs[0] == y ? a->inputs[1] : a->inputs[0];
+    if (a->inputs[0] != a->inputs[1] && column_constant(g, bias, n, false)) {
       fused.inputs.push_back(bias);
-      chain.push_back(size_t(add));
-      y = a.outputs[0];
+      chain.push_back(add);
+      y = a->outputs[0];
       pattern += "+Add";
     }
   }
