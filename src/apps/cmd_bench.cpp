@@ -49,17 +49,26 @@ double profile_ms(const Profile& profile) {
   return ms;
 }
 
-// Op types by kernel time, largest first.
-void print_profile(const Profile& profile, int runs) {
-  if (profile.empty()) return;
+std::vector<std::pair<std::string, OpProfile>> slowest_first(const Profile& profile) {
   std::vector<std::pair<std::string, OpProfile>> rows(profile.begin(), profile.end());
   std::sort(rows.begin(), rows.end(), [](auto& x, auto& y) { return x.second.ms > y.second.ms; });
-  double total = 0;
-  for (auto& r : rows) total += r.second.ms;
+  return rows;
+}
+
+// Op types by kernel time, largest first, then the nodes that take the most.
+void print_profile(const Profile& by_op, const Profile& by_node, int runs) {
+  if (by_op.empty()) return;
+  double total = profile_ms(by_op);
   std::printf("  kernel time per run by op type (%.2f ms in all):\n", total / runs);
-  for (auto& [op, p] : rows)
+  for (auto& [op, p] : slowest_first(by_op))
     std::printf("    %-24s %8.3f ms %5.1f%%  %6.0f calls\n", op.c_str(), p.ms / runs, 100 * p.ms / total,
                 double(p.calls) / runs);
+  auto nodes = slowest_first(by_node);
+  size_t shown = std::min<size_t>(nodes.size(), 10);
+  std::printf("  the %zu slowest of %zu nodes (--json lists all):\n", shown, nodes.size());
+  for (size_t i = 0; i < shown; i++)
+    std::printf("    %8.3f ms %5.1f%%  %s\n", nodes[i].second.ms / runs, 100 * nodes[i].second.ms / total,
+                nodes[i].first.c_str());
 }
 
 std::vector<double> timed_runs(Session& session, const TensorMap& inputs, int runs) {
@@ -102,11 +111,11 @@ void bench(const BenchArgs& a) {
   for (int i = 0; i < a.warmup; i++) session.run(inputs);
   if (a.rounds_stdin) return serve_rounds(session, inputs);
   std::vector<double> ms = timed_runs(session, inputs, a.runs);
-  Profile profile;
+  Profile profile, node_profile;
   std::vector<double> overhead;  // per profiled run: wall time outside the kernels, ms
   std::vector<double> profiled_wall;
   if (a.profile) {  // separate runs: waiting for each kernel would slow the timed ones
-    session.executor().set_profile(&profile);
+    session.executor().set_profile(&profile, &node_profile);
     for (int i = 0; i < a.runs; i++) {
       double kernels_before = profile_ms(profile);
       auto t0 = std::chrono::steady_clock::now();
@@ -129,6 +138,8 @@ void bench(const BenchArgs& a) {
                         {"peak_rss_bytes", peak}};
     for (auto& [op, p] : profile)
       j["profile"][op] = {{"ms_per_run", p.ms / a.runs}, {"calls_per_run", double(p.calls) / a.runs}};
+    for (auto& [node, p] : slowest_first(node_profile))
+      j["node_profile"].push_back({{"node", node}, {"ms_per_run", p.ms / a.runs}});
     if (!overhead.empty()) {
       j["profiled_wall_ms"] = profiled_wall[profiled_wall.size() / 2];
       j["outside_kernels_ms"] = overhead[overhead.size() / 2];
@@ -138,7 +149,7 @@ void bench(const BenchArgs& a) {
     std::printf("%s: %d runs, %d threads\n  min %.2f ms   median %.2f ms   p90 %.2f ms\n  peak RSS %s\n",
                 a.model.c_str(), a.runs, session.threads(), ms.front(), pct(0.5), pct(0.9),
                 human_bytes(double(peak)).c_str());
-    print_profile(profile, a.runs);
+    print_profile(profile, node_profile, a.runs);
     if (!overhead.empty()) {
       double wall = profiled_wall[profiled_wall.size() / 2], outside = overhead[overhead.size() / 2];
       std::printf("  profiled runs: median wall %.2f ms, outside kernels %.3f ms per run (%.2f%% of wall)\n", wall,
@@ -161,8 +172,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", a.warmup, "untimed runs first")->check(CLI::Range(0, 1000));
   cmd->add_option("-t,--threads", a.threads, "worker threads (default: all cores)");
   cmd->add_flag("--json", a.json, "print one JSON object");
-  cmd->add_flag("--profile", a.profile,
-                "after the timed runs, as many runs timing each kernel: time per op type");
+  cmd->add_flag(
+      "--profile", a.profile,
+      "after the timed runs, as many runs timing each kernel: time per op type and the slowest nodes");
   cmd->add_flag("--rounds-stdin", a.rounds_stdin,
                 "after the warm-up, read run counts from stdin, one per line, and answer each with a JSON "
                 "line of run times (for tools that alternate runtimes); the peak RSS at end of input");

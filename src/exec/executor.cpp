@@ -224,9 +224,8 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
     b.execute(node, model_.opset(), prepared.states[step].get(), ins, outs);
     if (profile_) {
       b.synchronize();
-      OpProfile& p = (*profile_)[node.op_type];
-      p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      p.calls++;
+      add_profile(node,
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
   } catch (const Error& e) {
     std::string msg = e.what();
@@ -237,6 +236,15 @@ void Executor::run_node_step(const Plan& plan, const PreparedPlan& prepared, siz
   for (Tensor* out : outs)
     if (out && out->is_tensor() && out->dtype() == DType::f32)
       round_to_precision(out->data<float>(), size_t(out->numel()), precision_);
+}
+
+void Executor::add_profile(const Node& node, double ms) {
+  auto add = [ms](OpProfile& p) {
+    p.ms += ms;
+    p.calls++;
+  };
+  if (profile_) add((*profile_)[node.op_type]);
+  if (node_profile_) add((*node_profile_)[node.label()]);
 }
 
 void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step) {
@@ -260,11 +268,9 @@ void Executor::run_control_flow_step(const Plan& plan, const PreparedPlan& prepa
     std::string msg = e.what();
     rethrow_as(e, msg.rfind(node.label(), 0) == 0 ? msg : cat(node.label(), ": ", msg));
   }
-  if (profile_) {
-    OpProfile& p = (*profile_)[node.op_type];
-    p.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    p.calls++;
-  }
+  if (profile_)
+    add_profile(node,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   for (size_t i = 0; i < s.outputs.size(); i++) {
     int k = s.outputs[i];
     if (k < 0) continue;

@@ -68,7 +68,11 @@ class Executor {
   void reset_high_water();
   size_t transfers_executed() const { return transfers_executed_; }
   // Times every kernel (after waiting for its device) into `profile`; nullptr: off.
-  void set_profile(Profile* profile) { profile_ = profile; }
+  // Kernel time is added per op type to by_op and, when given, per node (keyed by its label) to by_node.
+  void set_profile(Profile* by_op, Profile* by_node = nullptr) {
+    profile_ = by_op;
+    node_profile_ = by_node;
+  }
   // Shows every node's outputs to `observer` (waiting for the device and copying each to the
   // host); an empty function: off, and the run pays one test per step.
   void set_value_observer(ValueObserver observer) { observer_ = std::move(observer); }
@@ -88,6 +92,7 @@ class Executor {
   void run_copy(const Plan& plan, const PreparedPlan& prepared, const Step& s);
   void run_node_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
   void run_control_flow_step(const Plan& plan, const PreparedPlan& prepared, size_t step);
+  void add_profile(const Node& node, double ms);
   TensorMap collect_outputs(const Plan& plan, const PreparedPlan& prepared) const;
   void observe_outputs(const Plan& plan, const Step& s);
   void restore_branch_values(const Plan& plan, const Step& s, const BranchValues& cached);
@@ -105,6 +110,7 @@ class Executor {
   std::vector<Lane> lanes_;
   size_t transfers_executed_ = 0;
   Profile* profile_ = nullptr;
+  Profile* node_profile_ = nullptr;
   ValueObserver observer_;
   Precision precision_ = Precision::fp32;
   // Per control-flow node (by index): the runner of its subgraphs, made at its first run.

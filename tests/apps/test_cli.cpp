@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "io/npy.h"
@@ -184,6 +185,25 @@ TEST(Cli, BenchProfileListsTheOpTypesThatRunKernels) {
   // Flatten, a view of its input, runs no kernel; Conv+Relu run as one FusedConv.
   for (const char* op : {"FusedConv", "MaxPool", "GlobalAveragePool", "Gemm", "Softmax"})
     EXPECT_NE(r.output.find(std::string("    ") + op + " "), std::string::npos) << op << "\n" << r.output;
+  // Then the slowest nodes, by name: six nodes run kernels, each once per run.
+  EXPECT_NE(r.output.find("the 6 slowest of 6 nodes"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node 'conv2' (com.microsoft.FusedConv)"), std::string::npos) << r.output;
+
+  // In JSON every node is listed, slowest first, and their times add up to the op types' times.
+  auto j = run_cli("bench " + kTiny + " --input image=1x3x32x32 --runs 2 --profile --json");
+  ASSERT_EQ(j.exit_code, 0) << j.output;
+  auto doc = nlohmann::json::parse(j.output);
+  double by_op = 0, by_node = 0, previous = 1e30;
+  for (auto& [op, p] : doc["profile"].items()) by_op += p["ms_per_run"].get<double>();
+  ASSERT_EQ(doc["node_profile"].size(), 6u) << j.output;
+  for (auto& n : doc["node_profile"]) {
+    double ms = n["ms_per_run"].get<double>();
+    EXPECT_LE(ms, previous);
+    EXPECT_EQ(n["node"].get<std::string>().rfind("node '", 0), 0u) << n;
+    previous = ms;
+    by_node += ms;
+  }
+  EXPECT_NEAR(by_node, by_op, 1e-9 + 1e-9 * by_op);
 }
 
 }  // namespace vlrt
