@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backends/cpu/panel_prefetch.h"
 #include "core/dtype.h"
 
 namespace vlrt {
@@ -38,10 +39,12 @@ inline void fma_in_place(__m256& acc, __m256 a, __m256 b) {
 
 // C[r][0..16) = sum_c A[r][c] B[c][0..16) for Rows rows of A (lda apart) and a panel of B
 // (k rows of 16 values of type W, contiguous), stored ldc apart; with Accumulate, added to what
-// C holds. The accumulators are named one by one: as an array GCC keeps a copy of them in memory
-// and stores it every step.
+// C holds. Each step also asks for the next row of `prefetch`'s share (panel_prefetch.h). The
+// accumulators are named one by one: as an array GCC keeps a copy of them in memory and stores it
+// every step.
 template <int Rows, bool Accumulate = false, class W = float>
-inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc) {
+inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc,
+                      packed::PanelPrefetch prefetch = {}) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   if constexpr (Accumulate) {
@@ -54,6 +57,7 @@ inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float*
 #undef VLRT_LOAD
   }
   for (int64_t p = 0; p < k; p++) {
+    prefetch.step_once();
     __m256 b0, b1, x;
     load_row16(b + p * 16, b0, b1);
 #define VLRT_ROW(r)                           \
@@ -75,14 +79,21 @@ inline void gemm_tile(const float* a, int64_t lda, const W* b, int64_t k, float*
 }
 
 template <bool Accumulate = false, class W = float>
-inline void gemm_tile(int rows, const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc) {
+inline void gemm_tile(int rows, const float* a, int64_t lda, const W* b, int64_t k, float* c, int64_t ldc,
+                      packed::PanelPrefetch prefetch = {}) {
   switch (rows) {
-    case 6: return gemm_tile<6, Accumulate, W>(a, lda, b, k, c, ldc);
-    case 5: return gemm_tile<5, Accumulate, W>(a, lda, b, k, c, ldc);
-    case 4: return gemm_tile<4, Accumulate, W>(a, lda, b, k, c, ldc);
-    case 3: return gemm_tile<3, Accumulate, W>(a, lda, b, k, c, ldc);
-    case 2: return gemm_tile<2, Accumulate, W>(a, lda, b, k, c, ldc);
-    default: return gemm_tile<1, Accumulate, W>(a, lda, b, k, c, ldc);
+    case 6:
+      return gemm_tile<6, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
+    case 5:
+      return gemm_tile<5, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
+    case 4:
+      return gemm_tile<4, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
+    case 3:
+      return gemm_tile<3, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
+    case 2:
+      return gemm_tile<2, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
+    default:
+      return gemm_tile<1, Accumulate, W>(a, lda, b, k, c, ldc, prefetch);
   }
 }
 

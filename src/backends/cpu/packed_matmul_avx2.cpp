@@ -16,6 +16,7 @@ void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, c
               int64_t begin, int64_t end, const FinishBlock* finish) {
   alignas(32) float tail[6 * 16];
   alignas(64) float widened[kDepthBlock * 16];
+  const W* panels_end = panels + (n + 15) / 16 * k * 16;
   for (int64_t job = begin; job < end; job++) {
     int64_t p, r0, r1;
     jobs.at(job, p, r0, r1);
@@ -37,13 +38,19 @@ void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, c
           _mm256_store_ps(widened + i * 16, lo);
           _mm256_store_ps(widened + i * 16 + 8, hi);
         }
-      auto tile = [&](int rows, const float* a_rows, const auto* slice, float* c, int64_t ldc) {
+      // The tiles also fetch the slice that comes next, as on AVX-512 (panel_prefetch.h).
+      const bool fetch_next =
+          (k0 + depth < k || jobs.next_panel_follows()) && (panels_end - b) / 16 >= 2 * depth;
+      auto tile = [&](int rows, const float* a_rows, const auto* slice, float* c, int64_t ldc,
+                      PanelPrefetch prefetch) {
         if (k0 == 0)
-          gemm_tile(rows, a_rows, k, slice, depth, c, ldc);
+          gemm_tile(rows, a_rows, k, slice, depth, c, ldc, prefetch);
         else
-          gemm_tile<true>(rows, a_rows, k, slice, depth, c, ldc);
+          gemm_tile<true>(rows, a_rows, k, slice, depth, c, ldc, prefetch);
       };
       for (int64_t t = 0, r = r0; t < split.tiles; t++) {
+        const auto prefetch =
+            fetch_next ? PanelPrefetch::share(b + depth * 16, depth, t, split.tiles) : PanelPrefetch{};
         int rows = int(split.size(t));
         const float* a_rows = a + r * k + k0;
         float* c = y + r * n + p * 16;
@@ -53,9 +60,9 @@ void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, c
         }
         int64_t ldc = cols < 16 ? 16 : n;
         if (widen)
-          tile(rows, a_rows, widened, c, ldc);
+          tile(rows, a_rows, widened, c, ldc, prefetch);
         else
-          tile(rows, a_rows, b, c, ldc);
+          tile(rows, a_rows, b, c, ldc, prefetch);
         if (cols < 16)
           for (int i = 0; i < rows; i++) std::memcpy(y + (r + i) * n + p * 16, tail + i * 16, size_t(cols) * sizeof(float));
         r += rows;

@@ -5,6 +5,7 @@
 // slower than the AVX2 tile on a Zen 4 (GCC keeps their 12 row addresses partly in vector
 // registers); 8 rows was level there and 6% faster on bert_base, 8% on a [384,768]x[768,3072].
 #include "backends/cpu/packed_matmul.h"
+#include "backends/cpu/panel_prefetch.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,11 +28,11 @@ inline void fma_broadcast(__m512& acc, const float* a, __m512 b) {
 
 // C[r][cols] (+)= sum_p A[r][p] B[p][0..16) for Rows rows of A (lda apart) and a slice of a
 // panel (depth rows of 16 floats, 64-byte aligned); `mask` keeps the columns a last panel has.
-// With a `prefetch`, step p also asks for its line p (the next slice of the panels). The
-// accumulators are named one by one so that each stays in its register.
+// Each step also asks for the next row of `prefetch`'s share. The accumulators are named one by
+// one so that each stays in its register.
 template <int Rows, bool Accumulate>
 void tile(const float* a, int64_t lda, const float* b, int64_t depth, float* c, int64_t ldc, __mmask16 mask,
-          const float* prefetch) {
+          PanelPrefetch prefetch) {
   static_assert(Rows <= kTileRows, "the tile names kTileRows accumulators");
   __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
 #define VLRT_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -42,7 +43,7 @@ void tile(const float* a, int64_t lda, const float* b, int64_t depth, float* c, 
 #undef VLRT_LOAD
   }
   for (int64_t p = 0; p < depth; p++) {
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(prefetch + p * 16), _MM_HINT_T0);
+    prefetch.step_once();
     const __m512 bp = _mm512_load_ps(b + p * 16);
 #define VLRT_STEP(r) \
   if constexpr (Rows > r) fma_broadcast(c##r, a + r * lda + p, bp);
@@ -58,7 +59,7 @@ void tile(const float* a, int64_t lda, const float* b, int64_t depth, float* c, 
 
 template <bool Accumulate, int Rows = kTileRows>
 void tile_of(int rows, const float* a, int64_t lda, const float* b, int64_t depth, float* c, int64_t ldc,
-             __mmask16 mask, const float* prefetch) {
+             __mmask16 mask, PanelPrefetch prefetch) {
   if constexpr (Rows > 1) {
     if (rows < Rows) return tile_of<Accumulate, Rows - 1>(rows, a, lda, b, depth, c, ldc, mask, prefetch);
   }
@@ -81,16 +82,15 @@ void products_avx512(const float* a, int64_t k, const float* panels, int64_t n, 
     for (int64_t k0 = 0; k0 < k; k0 += kDepthBlock) {
       const int64_t depth = std::min(kDepthBlock, k - k0);
       const float* b = panels + (p * k + k0) * 16;
-      // The first tile also fetches the slice that comes next (the panel's next depth block, or
-      // the next panel's first when the next job reads it), so that its first tile does not wait
-      // for memory where the weights do not fit in the cache (BERT's 340 MB of panels for 32 rows
-      // of A: 3 to 7% faster at one thread in two alternating runs).
+      // The tiles also fetch the slice that comes next (the panel's next depth block, or the next
+      // panel's first when the next job reads it): panel_prefetch.h.
       const bool fetch_next =
           (k0 + depth < k || jobs.next_panel_follows()) && (panels_end - b) / 16 >= 2 * depth;
       for (int64_t t = 0, r = r0; t < split.tiles; t++) {
         const int rows = int(split.size(t));
         float* c = y + r * n + p * 16;
-        const float* prefetch = t == 0 && fetch_next ? b + depth * 16 : nullptr;
+        const auto prefetch =
+            fetch_next ? PanelPrefetch::share(b + depth * 16, depth, t, split.tiles) : PanelPrefetch{};
         if (k0 == 0)
           tile_of<false>(rows, a + r * k + k0, k, b, depth, c, n, mask, prefetch);
         else
