@@ -10,6 +10,7 @@
 #include "backends/cpu/direct_conv.h"
 #include "backends/cpu/onednn.h"
 #include "backends/cpu/packed_integer.h"
+#include "backends/cpu/vnni_products.h"
 #include "core/precision.h"
 #include "exec/session.h"
 #include "op_test_util.h"
@@ -228,8 +229,10 @@ TEST(CpuOneDnn, MatMulIntegerIsExact) {
     Shape a;
     int64_t n;
   };
-  // K and N off the 16/64 blocks, batch > 1, one row
-  std::vector<Case> cases = {{{2, 3, 19}, 21}, {{1, 64}, 17}, {{5, 100}, 70}, {{2, 37, 300}, 129}, {{1, 1, 768}, 3}};
+  // K and N off the 16/64 blocks, batch > 1, one row; K a multiple of 4 (the VNNI kernel's, where the CPU
+  // has VNNI), one over 1024 (two slices of a panel) with 150 rows (four jobs per panel).
+  std::vector<Case> cases = {{{2, 3, 19}, 21},    {{1, 64}, 17},    {{5, 100}, 70},
+                             {{2, 37, 300}, 129}, {{1, 1, 768}, 3}, {{3, 50, 1028}, 40}};
   for (size_t i = 0; i < cases.size(); i++) {
     SCOPED_TRACE(i);
     const Case& c = cases[i];
@@ -245,18 +248,25 @@ TEST(CpuOneDnn, MatMulIntegerIsExact) {
   }
   // Weight zero points other than 0, per tensor and per column, and uint8 weights (as older
   // quantizers write them): oneDNN's product of B less its offset, corrected per column.
-  Tensor a = random_integers({2, 5, 19}, 1, 0, 255, DType::u8), b = random_integers({19, 21}, 2, -128, 127, DType::i8);
-  Tensor ub = random_integers({19, 21}, 3, 0, 255, DType::u8);
-  Tensor column_zp = random_integers({21}, 4, -128, 127, DType::i8), column_uzp = random_integers({21}, 5, 0, 255, DType::u8);
-  for (int zp : {0, 255, 91}) {
-    SCOPED_TRACE(zp);
-    check_exact("MatMulInteger", {a, b, u8_scalar(zp), Tensor::from_vector<int8_t>({-7}, {})});
-    check_exact("MatMulInteger", {a, b, u8_scalar(zp), column_zp});
-    check_exact("MatMulInteger", {a, ub, u8_scalar(zp)});
-    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(128)});
-    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(255)});
-    check_exact("MatMulInteger", {a, ub, u8_scalar(zp), column_uzp});
+  // K = 20: on the VNNI kernel, where the CPU has it.
+  for (int64_t k : {19, 20}) {
+    Tensor a = random_integers({2, 5, k}, 1, 0, 255, DType::u8),
+           b = random_integers({k, 21}, 2, -128, 127, DType::i8);
+    Tensor ub = random_integers({k, 21}, 3, 0, 255, DType::u8);
+    Tensor column_zp = random_integers({21}, 4, -128, 127, DType::i8),
+           column_uzp = random_integers({21}, 5, 0, 255, DType::u8);
+    for (int zp : {0, 255, 91}) {
+      SCOPED_TRACE(cat(k, " ", zp));
+      check_exact("MatMulInteger", {a, b, u8_scalar(zp), Tensor::from_vector<int8_t>({-7}, {})});
+      check_exact("MatMulInteger", {a, b, u8_scalar(zp), column_zp});
+      check_exact("MatMulInteger", {a, ub, u8_scalar(zp)});
+      check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(128)});
+      check_exact("MatMulInteger", {a, ub, u8_scalar(zp), u8_scalar(255)});
+      check_exact("MatMulInteger", {a, ub, u8_scalar(zp), column_uzp});
+    }
   }
+  Tensor a = random_integers({2, 5, 19}, 1, 0, 255, DType::u8),
+         b = random_integers({19, 21}, 2, -128, 127, DType::i8);
   // Not taken: per-row A zero points, a batched B.
   check_exact("MatMulInteger", {random_integers({4, 19}, 6, 0, 255, DType::u8), b, random_integers({4}, 7, 0, 255, DType::u8)},
               false);
@@ -268,24 +278,32 @@ TEST(CpuOneDnn, MatMulIntegerIsExact) {
 // (zero point 0), all negative (zero point 255) and all zero (scale 1) included; int8 and uint8
 // weights with zero points.
 TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
-  int64_t k = 75, n = 33;
-  Tensor b = random_integers({k, n}, 1, -127, 127, DType::i8);
-  Tensor column_scales = random_uniform({n}, 2, 0.001f, 0.02f), scale = f32({0.0123f}, {}), bias = random_uniform({n}, 3);
-  // The last: enough rows that oneDNN dequantizes the product itself (its output scales and a bias post-op).
-  std::vector<Tensor> activations = {random_uniform({2, 7, k}, 4, -3, 5), random_uniform({9, k}, 5, 0.5f, 2),
-                                     random_uniform({3, k}, 6, -2, -0.1f), Tensor::zeros(DType::f32, {4, k}),
-                                     random_uniform({2100, k}, 9, -3, 5)};
-  for (size_t i = 0; i < activations.size(); i++) {
-    SCOPED_TRACE(i);
-    const Tensor& a = activations[i];
-    check_exact("DynamicQuantizeMatMul", {a, b, scale});
-    check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor(), bias});
-    check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor::zeros(DType::i8, {n}), bias});
+  for (int64_t k :
+       {75, 100}) {  // oneDNN's product, and (K a multiple of 4) the VNNI kernel's where the CPU has it
+    SCOPED_TRACE(k);
+    int64_t n = 33;
+    Tensor b = random_integers({k, n}, 1, -127, 127, DType::i8);
+    Tensor column_scales = random_uniform({n}, 2, 0.001f, 0.02f), scale = f32({0.0123f}, {}),
+           bias = random_uniform({n}, 3);
+    // The last: enough rows that oneDNN dequantizes the product itself (its output scales and a bias
+    // post-op).
+    std::vector<Tensor> activations = {
+        random_uniform({2, 7, k}, 4, -3, 5), random_uniform({9, k}, 5, 0.5f, 2),
+        random_uniform({3, k}, 6, -2, -0.1f), Tensor::zeros(DType::f32, {4, k}),
+        random_uniform({2100, k}, 9, -3, 5)};
+    for (size_t i = 0; i < activations.size(); i++) {
+      SCOPED_TRACE(i);
+      const Tensor& a = activations[i];
+      check_exact("DynamicQuantizeMatMul", {a, b, scale});
+      check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor(), bias});
+      check_exact("DynamicQuantizeMatMul", {a, b, column_scales, Tensor::zeros(DType::i8, {n}), bias});
+    }
+    Tensor ub = random_integers({k, n}, 7, 0, 255, DType::u8);
+    check_exact("DynamicQuantizeMatMul", {activations[0], b, scale, Tensor::from_vector<int8_t>({2}, {})});
+    check_exact("DynamicQuantizeMatMul", {activations[0], ub, column_scales, u8_scalar(131), bias});
+    check_exact("DynamicQuantizeMatMul",
+                {activations[1], ub, scale, random_integers({n}, 8, 0, 255, DType::u8)});
   }
-  Tensor ub = random_integers({k, n}, 7, 0, 255, DType::u8);
-  check_exact("DynamicQuantizeMatMul", {activations[0], b, scale, Tensor::from_vector<int8_t>({2}, {})});
-  check_exact("DynamicQuantizeMatMul", {activations[0], ub, column_scales, u8_scalar(131), bias});
-  check_exact("DynamicQuantizeMatMul", {activations[1], ub, scale, random_integers({n}, 8, 0, 255, DType::u8)});
 }
 
 // vlrt.DynamicQuantizeMatMuls: oneDNN's products of one A (one joined product below 2048 rows,
@@ -293,52 +311,75 @@ TEST(CpuOneDnn, DynamicQuantizeMatMulIsExact) {
 // DynamicQuantizeMatMul, to the bit. Per-column and per-tensor scales, int8 and uint8 B with zero
 // points (per-column offsets), with and without biases.
 TEST(CpuOneDnn, DynamicQuantizeMatMulsAreEachProductExactly) {
-  int64_t k = 75;
-  Tensor b0 = random_integers({k, 33}, 1, -127, 127, DType::i8),
-         b1 = random_integers({k, 16}, 2, -127, 127, DType::i8),
-         b2 = random_integers({k, 7}, 3, -127, 127, DType::i8);
-  Tensor u0 = random_integers({k, 33}, 4, 0, 255, DType::u8),
-         u1 = random_integers({k, 16}, 5, 0, 255, DType::u8);
-  struct Product {
-    Tensor b, scale, zp, bias;
-  };
-  std::vector<std::vector<Product>> groups = {
-      {{b0, random_uniform({33}, 6, 0.001f, 0.02f), Tensor(), random_uniform({33}, 7)},
-       {b1, f32({0.0123f}, {}), Tensor::zeros(DType::i8, {}), random_uniform({16}, 8)},
-       {b2, random_uniform({7}, 9, 0.001f, 0.02f), Tensor::zeros(DType::i8, {7}), random_uniform({7}, 10)}},
-      {{b0, f32({0.004f}, {}), Tensor(), Tensor()}, {b1, f32({0.007f}, {}), Tensor(), Tensor()}},
-      {{u0, random_uniform({33}, 11, 0.001f, 0.02f), u8_scalar(131), Tensor()},
-       {u1, f32({0.01f}, {}), random_integers({16}, 12, 0, 255, DType::u8), Tensor()}},
-  };
-  for (const Tensor& a : {random_uniform({2, 7, k}, 13, -3, 5), random_uniform({2100, k}, 14, -3, 5)}) {
-    for (size_t g = 0; g < groups.size(); g++) {
-      SCOPED_TRACE(cat(shape_str(a.shape()), " group ", g));
-      Node n = make_node("DynamicQuantizeMatMuls", 1 + 4 * groups[g].size(), groups[g].size());
-      n.domain = "vlrt";
-      std::vector<Tensor> inputs = {a};
-      for (const Product& p : groups[g]) inputs.insert(inputs.end(), {p.b, p.scale, p.zp, p.bias});
-      for (size_t i = 0; i < inputs.size(); i++)
-        if (!inputs[i].defined()) n.inputs[i] = "";
-      if (onednn_exact_integer_products()) {
-        EXPECT_GT(packed_bytes(n, inputs), 0u);
-      }
-      std::vector<const Tensor*> ptrs;
-      for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-      CpuBackend fast(0, test_pool()), reference(0, test_pool());
-      fast.set_reference_kernels(false);
-      reference.set_reference_kernels(true);
-      std::vector<Tensor> got = run_node(fast, n, 17, ptrs), want = run_node(reference, n, 17, ptrs);
-      ASSERT_EQ(got.size(), groups[g].size());
-      for (size_t i = 0; i < got.size(); i++) {
-        const Product& p = groups[g][i];
-        Tensor own = run_on_cpu(node_for("DynamicQuantizeMatMul", {a, p.b, p.scale, p.zp, p.bias}, {}),
-                                {a, p.b, p.scale, p.zp, p.bias}, true);
-        ASSERT_EQ(got[i].shape(), own.shape());
-        EXPECT_EQ(std::memcmp(got[i].raw(), own.raw(), own.nbytes()), 0) << i;
-        EXPECT_EQ(std::memcmp(want[i].raw(), own.raw(), own.nbytes()), 0) << i;
+  for (int64_t k : {75, 76}) {  // as above: 76 on the VNNI kernel below 2048 rows, where the CPU has VNNI
+    SCOPED_TRACE(k);
+    Tensor b0 = random_integers({k, 33}, 1, -127, 127, DType::i8),
+           b1 = random_integers({k, 16}, 2, -127, 127, DType::i8),
+           b2 = random_integers({k, 7}, 3, -127, 127, DType::i8);
+    Tensor u0 = random_integers({k, 33}, 4, 0, 255, DType::u8),
+           u1 = random_integers({k, 16}, 5, 0, 255, DType::u8);
+    struct Product {
+      Tensor b, scale, zp, bias;
+    };
+    std::vector<std::vector<Product>> groups = {
+        {{b0, random_uniform({33}, 6, 0.001f, 0.02f), Tensor(), random_uniform({33}, 7)},
+         {b1, f32({0.0123f}, {}), Tensor::zeros(DType::i8, {}), random_uniform({16}, 8)},
+         {b2, random_uniform({7}, 9, 0.001f, 0.02f), Tensor::zeros(DType::i8, {7}), random_uniform({7}, 10)}},
+        {{b0, f32({0.004f}, {}), Tensor(), Tensor()}, {b1, f32({0.007f}, {}), Tensor(), Tensor()}},
+        {{u0, random_uniform({33}, 11, 0.001f, 0.02f), u8_scalar(131), Tensor()},
+         {u1, f32({0.01f}, {}), random_integers({16}, 12, 0, 255, DType::u8), Tensor()}},
+    };
+    for (const Tensor& a : {random_uniform({2, 7, k}, 13, -3, 5), random_uniform({2100, k}, 14, -3, 5)}) {
+      for (size_t g = 0; g < groups.size(); g++) {
+        SCOPED_TRACE(cat(shape_str(a.shape()), " group ", g));
+        Node n = make_node("DynamicQuantizeMatMuls", 1 + 4 * groups[g].size(), groups[g].size());
+        n.domain = "vlrt";
+        std::vector<Tensor> inputs = {a};
+        for (const Product& p : groups[g]) inputs.insert(inputs.end(), {p.b, p.scale, p.zp, p.bias});
+        for (size_t i = 0; i < inputs.size(); i++)
+          if (!inputs[i].defined()) n.inputs[i] = "";
+        if (onednn_exact_integer_products()) {
+          EXPECT_GT(packed_bytes(n, inputs), 0u);
+        }
+        std::vector<const Tensor*> ptrs;
+        for (auto& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
+        CpuBackend fast(0, test_pool()), reference(0, test_pool());
+        fast.set_reference_kernels(false);
+        reference.set_reference_kernels(true);
+        std::vector<Tensor> got = run_node(fast, n, 17, ptrs), want = run_node(reference, n, 17, ptrs);
+        ASSERT_EQ(got.size(), groups[g].size());
+        for (size_t i = 0; i < got.size(); i++) {
+          const Product& p = groups[g][i];
+          Tensor own = run_on_cpu(node_for("DynamicQuantizeMatMul", {a, p.b, p.scale, p.zp, p.bias}, {}),
+                                  {a, p.b, p.scale, p.zp, p.bias}, true);
+          ASSERT_EQ(got[i].shape(), own.shape());
+          EXPECT_EQ(std::memcmp(got[i].raw(), own.raw(), own.nbytes()), 0) << i;
+          EXPECT_EQ(std::memcmp(want[i].raw(), own.raw(), own.nbytes()), 0) << i;
+        }
       }
     }
   }
+}
+
+// Which integer matmuls the VNNI kernel takes (vnni_products.h): K a multiple of 4, fewer than 2048
+// rows, not QLinearMatMul, and not with VLRT_VNNI_PRODUCTS=0; oneDNN the others. Its results are
+// checked above, to the bit.
+TEST(CpuOneDnn, VnniKernelTakesTheSmallProducts) {
+  if (!onednn_exact_integer_products() || !vnni_products_available()) GTEST_SKIP() << "no AVX512-VNNI here";
+  auto kernel = [](const Tensor& a, int64_t k) {
+    std::vector<Tensor> inputs = {a, random_integers({k, 40}, 1, -127, 127, DType::i8), f32({0.01f}, {})};
+    ValueInfos infos(inputs);
+    CpuBackend cpu(0, test_pool());
+    cpu.set_reference_kernels(false);
+    return cpu.prepare_info(node_for("DynamicQuantizeMatMul", inputs, {}), 17, infos.ptrs).kernel;
+  };
+  EXPECT_EQ(kernel(random_uniform({32, 768}, 2), 768), "VNNI integer matmul");
+  EXPECT_EQ(kernel(random_uniform({2047, 8}, 3), 8), "VNNI integer matmul");
+  EXPECT_EQ(kernel(random_uniform({32, 770}, 4), 770), "oneDNN integer matmul");
+  EXPECT_EQ(kernel(random_uniform({2048, 8}, 5), 8), "oneDNN integer matmul");
+  setenv("VLRT_VNNI_PRODUCTS", "0", 1);
+  EXPECT_EQ(kernel(random_uniform({32, 768}, 2), 768), "oneDNN integer matmul");
+  unsetenv("VLRT_VNNI_PRODUCTS");
 }
 
 // Padding contributes nothing (it holds x's zero point) in both kernels.

@@ -4,8 +4,8 @@
 // reads (backends/cpu/integer_gemm.h), and each run calls the node's own CPU kernel with it, so
 // a product no longer repacks its weight on every call (BERT-base's 73 products repacked 85
 // million weights per run). The packed copy is int16 (int32 pairs for a convolution's), kept
-// beside the initializer. oneDNN's VNNI kernels take these nodes first where the CPU has VNNI;
-// not under VLRT_REFERENCE_KERNELS.
+// beside the initializer. oneDNN's VNNI kernels (or vlrt's, vnni_products.h) take these nodes first where the
+// CPU has VNNI; not under VLRT_REFERENCE_KERNELS.
 #pragma once
 
 #include <memory>
