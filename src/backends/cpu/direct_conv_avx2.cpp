@@ -38,10 +38,11 @@ constexpr int64_t kDepthGroups = 32;
 // Rows output pixels from px on (the top-left taps of their windows at `origins`) by 16
 // channels: each step of the depth broadcasts `lanes` channels (8 when Full) of each pixel
 // against the panel's lanes x 16 weights, adding to the sums in Y unless these steps begin the
-// depth (`first`). The accumulators are named one by one (see gemm_tile_avx2.h).
+// depth (`first`). Each step also asks for the next row of `prefetch`'s share (panel_prefetch.h).
+// The accumulators are named one by one (see gemm_tile_avx2.h).
 template <int Rows, bool Full, class W>
 void tile(const float* const* origins, const int64_t* offsets, int64_t groups, int lanes, const W* w,
-          const Out& o, int64_t px, bool first) {
+          const Out& o, int64_t px, bool first, packed::PanelPrefetch prefetch) {
   if constexpr (Full) lanes = 8;
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -57,6 +58,7 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
     const int64_t off = offsets[s];
     const float *a0 = o0 + off, *a1 = o1 + off, *a2 = o2 + off, *a3 = o3 + off, *a4 = o4 + off, *a5 = o5 + off;
     for (int i = 0; i < lanes; i++) {
+      prefetch.step_once();
       __m256 b0, b1, x;
       load_row16(w + i * 16, b0, b1);
 #define VLRT_ROW(r)                    \
@@ -82,20 +84,20 @@ void tile(const float* const* origins, const int64_t* offsets, int64_t groups, i
 
 template <bool Full, class W>
 void tile(int rows, const float* const* origins, const int64_t* offsets, int64_t groups, int lanes,
-          const W* w, const Out& o, int64_t px, bool first) {
+          const W* w, const Out& o, int64_t px, bool first, packed::PanelPrefetch prefetch) {
   switch (rows) {
     case 6:
-      return tile<6, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<6, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
     case 5:
-      return tile<5, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<5, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
     case 4:
-      return tile<4, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<4, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
     case 3:
-      return tile<3, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<3, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
     case 2:
-      return tile<2, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<2, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
     default:
-      return tile<1, Full, W>(origins, offsets, groups, lanes, w, o, px, first);
+      return tile<1, Full, W>(origins, offsets, groups, lanes, w, o, px, first, prefetch);
   }
 }
 
@@ -198,13 +200,24 @@ void rows(const Geometry& g, const float* source, const W* filters, const int64_
     }
     for (int64_t s0 = 0; s0 < groups; s0 += kDepthGroups) {
       int64_t depth = std::min(kDepthGroups, groups - s0);
+      const W* slice = w + s0 * lanes * 16;
+      // The tiles also fetch the slice that comes next in memory where it is read next: the panel's
+      // next depth block, or the next panel's first when the next job takes the next panel (one
+      // chunk of pixels: the deep layers of a CNN, whose filters stream from memory).
+      const int64_t steps = depth * lanes;
+      const bool next_panel = chunks == 1 && batch == 1 && panel + 1 < g.panels();
+      const bool fetch_next = s0 + depth < groups || next_panel;
       for (int64_t t = 0, a = p0; t < split.tiles; t++) {
         int64_t b = a + split.size(t);
-        const W* slice = w + s0 * lanes * 16;
+        const auto prefetch = fetch_next
+                                  ? packed::PanelPrefetch::share(slice + steps * 16, steps, t, split.tiles)
+                                  : packed::PanelPrefetch{};
         if (lanes == 8)
-          tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);
+          tile<true>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0,
+                     prefetch);
         else
-          tile<false>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0);
+          tile<false>(int(b - a), origins + (a - p0), offsets + s0, depth, lanes, slice, o, a, s0 == 0,
+                      prefetch);
         a = b;
       }
     }

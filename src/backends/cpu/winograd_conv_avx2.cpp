@@ -73,9 +73,16 @@ void products(const Geometry& g, const float* v, const float* u, float* m, int64
     int64_t xi = job / (panels * chunks), panel = job / chunks % panels, chunk = job % chunks;
     int64_t t0 = chunk * kChunkTiles, t1 = std::min(tiles, t0 + kChunkTiles);
     const float* up = u + (xi * panels + panel) * k * 16;
-    for (int64_t t = t0; t < t1; t += 6)
-      gemm_tile(int(std::min<int64_t>(6, t1 - t)), v + (xi * tiles + t) * k, k, up, k,
-                   m + (xi * tiles + t) * ldm + panel * 16, ldm);
+    // With one chunk of tiles the next job reads the next panel, which follows this one in memory:
+    // the tiles fetch it as they go, each its share (panel_prefetch.h; the transformed filters,
+    // 4x the weights' bytes, stream from memory in a deep layer).
+    const bool fetch_next = chunks == 1 && xi * panels + panel + 1 < kPoints * panels;
+    const int64_t count = (t1 - t0 + 5) / 6;
+    for (int64_t t = t0, i = 0; t < t1; t += 6, i++)
+      gemm_tile(
+          int(std::min<int64_t>(6, t1 - t)), v + (xi * tiles + t) * k, k, up, k,
+          m + (xi * tiles + t) * ldm + panel * 16, ldm,
+          fetch_next ? packed::PanelPrefetch::share(up + k * 16, k, i, count) : packed::PanelPrefetch{});
   }
 }
 
