@@ -1,6 +1,7 @@
-// Software prefetch for the packed products (packed_matmul.h): while the row tiles of a job read
-// one slice of a panel from L1, they ask for the slice that comes next, each tile its share of the
-// slice's rows, one row per step of its loop. Spread so, the misses come at the pace the tiles
+// Software prefetch for vlrt's own products (the packed MatMul, packed_matmul.h; the VNNI one; the
+// direct and Winograd convolutions): while the row tiles of a job read one slice of a panel from L1,
+// they ask for the slice that comes next, each tile its share of the slice's rows, one row per step
+// of its loop. Spread so, the misses come at the pace the tiles
 // compute; asked for all at once (by the first tile, as before) they stalled it, and where the
 // weights stream from memory (BERT-base: 340 MB of panels for 32 rows of A) the products ran
 // about 20% slower. x86-64 only.

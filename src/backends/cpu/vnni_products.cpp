@@ -51,9 +51,9 @@ VnniPanels pack_vnni_panels(const int8_t* b, int64_t k, int64_t n) {
 void vnni_products(const uint8_t* a, int64_t lda, int64_t m, int32_t a_zp, const VnniPanels& b,
                    const VnniEpilogue& epilogue, ThreadPool& pool) {
 #if defined(__x86_64__)
-  VLRT_CHECK(vnni_products_available() && b.k % 4 == 0 && lda % 4 == 0,
-             "the VNNI product needs AVX512-VNNI and K (", b.k, ") and the row stride (", lda,
-             ") multiples of 4");
+  // The planner took the node only where vnni_products_available() held.
+  VLRT_CHECK(b.k % 4 == 0 && lda % 4 == 0, "the VNNI product needs K (", b.k, ") and the row stride (", lda,
+             ") to be multiples of 4");
   if (m == 0 || b.n == 0) return;
   // Jobs sized as for float32 A of k / 4 values: the same bytes per row.
   const packed::ProductJobs jobs(m, b.quads(), b.n);

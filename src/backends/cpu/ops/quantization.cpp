@@ -347,7 +347,10 @@ template void dequantize_values<int8_t>(const int8_t*, int64_t, int32_t, float, 
 template void dequantize_values<uint16_t>(const uint16_t*, int64_t, int32_t, float, float*);
 template void dequantize_values<int16_t>(const int16_t*, int64_t, int32_t, float, float*);
 
-// Its own pointers, none aliasing another, so that the per-column loop is vectorized too.
+namespace {
+
+// One row of dequantize_columns: o = float(a) * (s ? s[j] : s0), then o += b where b is given. Its
+// own pointers, none aliasing another, so that the per-column loop is vectorized too.
 void dequantize_row(const int32_t* __restrict a, const float* __restrict s, float s0,
                     const float* __restrict b, float* __restrict o, int64_t n) {
   if (s) {
@@ -359,6 +362,8 @@ void dequantize_row(const int32_t* __restrict a, const float* __restrict s, floa
   if (b)
     for (int64_t j = 0; j < n; j++) o[j] += b[j];
 }
+
+}  // namespace
 
 void dequantize_columns_into(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                              const std::vector<float>& scale, const std::vector<float>& bias, float* out,

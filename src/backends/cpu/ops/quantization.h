@@ -91,8 +91,6 @@ void dequantize_columns(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, 
 void dequantize_columns_into(const int32_t* acc, int64_t ld, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                              const std::vector<float>& scale, const std::vector<float>& bias, float* out,
                              int64_t out_ld);
-// One row of them: o[j] = float(a[j]) * (s ? s[j] : s0), then o[j] += b[j] where b is given.
-void dequantize_row(const int32_t* a, const float* s, float s0, const float* b, float* o, int64_t n);
 
 // y[i] = Saturate(RoundHalfToEven(acc[i] * multiplier[channel]) + zp), the requantization of 32-bit
 // accumulators; channel = i / inner % multiplier count. On `pool` where one is given.
