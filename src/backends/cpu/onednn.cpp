@@ -777,11 +777,7 @@ class IntegerMatMulKernel : public PreparedKernel {
     }
     if (!plan_.quantize_a) return;
     scale = product_scales(*in[2], a_scale);
-    std::vector<float> bias;
-    if (in.size() > 4 && in[4]) {
-      std::vector<double> b = in[4]->to_double_vector();
-      bias.assign(b.begin(), b.end());
-    }
+    std::vector<float> bias = product_bias(in);
     // Several outputs: vlrt.DynamicQuantizeMatMuls's products, each its own columns of the one product.
     pool.parallel_for(
         m,
@@ -809,11 +805,7 @@ class IntegerMatMulKernel : public PreparedKernel {
       pool.parallel_for(
           m,
           [&](int64_t r0, int64_t r1) {
-            for (int64_t i = r0; i < r1; i++) {
-              uint32_t sum = uint32_t(-a_zp) * uint32_t(k);
-              for (int64_t t = 0; t < k; t++) sum += a[i * k + t];
-              row_sums[size_t(i)] = sum;
-            }
+            for (int64_t i = r0; i < r1; i++) row_sums[size_t(i)] = row_sum(a + i * k, a_zp, k);
           },
           grain_for(k));
     }
@@ -827,11 +819,8 @@ class IntegerMatMulKernel : public PreparedKernel {
       scale = product_scales(*in[2], a_scale);
       if (scale.size() == 1) scale.assign(size_t(n), scale[0]);
       e.scale = scale.data();
-      if (in.size() > 4 && in[4]) {
-        std::vector<double> b = in[4]->to_double_vector();
-        bias.assign(b.begin(), b.end());
-        e.bias = bias.data();
-      }
+      bias = product_bias(in);
+      if (!bias.empty()) e.bias = bias.data();
       int64_t first = 0;  // each output's first column in the product
       for (Tensor* y : out) {
         int64_t columns = out.size() == 1 ? n : y->dim(-1);
@@ -853,6 +842,20 @@ class IntegerMatMulKernel : public PreparedKernel {
     return scale;
   }
 
+  // sum_t (row[t] - a_zp) over k values, wrapped to 32 bits as the products wrap.
+  static uint32_t row_sum(const uint8_t* row, int32_t a_zp, int64_t k) {
+    uint32_t sum = uint32_t(-a_zp) * uint32_t(k);
+    for (int64_t t = 0; t < k; t++) sum += row[t];
+    return sum;
+  }
+
+  // DynamicQuantizeMatMul's bias (input 4) as float32, or none.
+  static std::vector<float> product_bias(const std::vector<const Tensor*>& in) {
+    if (in.size() <= 4 || !in[4]) return {};
+    std::vector<double> b = in[4]->to_double_vector();
+    return std::vector<float>(b.begin(), b.end());
+  }
+
   // acc[i, j] += c[j] * sum_k (A[i, k] - A_zp), wrapping in 32 bits as the products do.
   void add_column_offsets(const uint8_t* a, int32_t a_zp, int64_t m, int64_t k, int64_t n, int32_t* acc,
                           ThreadPool& pool) const {
@@ -861,9 +864,7 @@ class IntegerMatMulKernel : public PreparedKernel {
         m,
         [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; i++) {
-            int64_t row = -a_zp * k;
-            for (int64_t j = 0; j < k; j++) row += a[i * k + j];
-            uint32_t r = uint32_t(row);
+            uint32_t r = row_sum(a + i * k, a_zp, k);
             uint32_t* y = reinterpret_cast<uint32_t*>(acc + i * n);
             for (int64_t j = 0; j < n; j++) y[j] += uint32_t(c[j]) * r;
           }

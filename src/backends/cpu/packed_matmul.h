@@ -44,6 +44,12 @@ class ProductJobs {
   // Whether job j + 1 reads panel p + 1 after job j read panel p (not so when the panel's next
   // range of rows comes next).
   bool next_panel_follows() const { return by_range_ || ranges_ == 1; }
+  // Whether the tiles reading rows [k0, k0 + depth) of panel p (k rows per panel) prefetch the
+  // `depth` rows that follow in memory (panel_prefetch.h): those are read next (the panel's next
+  // depth block, or the next panel's first) and lie within the panels.
+  bool prefetch_next(int64_t p, int64_t k0, int64_t depth, int64_t k) const {
+    return (k0 + depth < k || next_panel_follows()) && (panels_ - p) * k - k0 >= 2 * depth;
+  }
 
  private:
   int64_t m_, panels_, rows_, ranges_;

@@ -16,7 +16,6 @@ void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, c
               int64_t begin, int64_t end, const FinishBlock* finish) {
   alignas(32) float tail[6 * 16];
   alignas(64) float widened[kDepthBlock * 16];
-  const W* panels_end = panels + (n + 15) / 16 * k * 16;
   for (int64_t job = begin; job < end; job++) {
     int64_t p, r0, r1;
     jobs.at(job, p, r0, r1);
@@ -39,8 +38,7 @@ void products(const float* a, int64_t k, const W* panels, int64_t n, float* y, c
           _mm256_store_ps(widened + i * 16 + 8, hi);
         }
       // The tiles also fetch the slice that comes next, as on AVX-512 (panel_prefetch.h).
-      const bool fetch_next =
-          (k0 + depth < k || jobs.next_panel_follows()) && (panels_end - b) / 16 >= 2 * depth;
+      const bool fetch_next = jobs.prefetch_next(p, k0, depth, k);
       auto tile = [&](int rows, const float* a_rows, const auto* slice, float* c, int64_t ldc,
                       PanelPrefetch prefetch) {
         if (k0 == 0)

@@ -70,7 +70,6 @@ void tile_of(int rows, const float* a, int64_t lda, const float* b, int64_t dept
 
 void products_avx512(const float* a, int64_t k, const float* panels, int64_t n, float* y,
                      const ProductJobs& jobs, int64_t begin, int64_t end, const FinishBlock* finish) {
-  const float* panels_end = panels + (n + 15) / 16 * k * 16;
   for (int64_t job = begin; job < end; job++) {
     int64_t p, r0, r1;
     jobs.at(job, p, r0, r1);
@@ -84,8 +83,7 @@ void products_avx512(const float* a, int64_t k, const float* panels, int64_t n, 
       const float* b = panels + (p * k + k0) * 16;
       // The tiles also fetch the slice that comes next (the panel's next depth block, or the next
       // panel's first when the next job reads it): panel_prefetch.h.
-      const bool fetch_next =
-          (k0 + depth < k || jobs.next_panel_follows()) && (panels_end - b) / 16 >= 2 * depth;
+      const bool fetch_next = jobs.prefetch_next(p, k0, depth, k);
       for (int64_t t = 0, r = r0; t < split.tiles; t++) {
         const int rows = int(split.size(t));
         float* c = y + r * n + p * 16;

@@ -105,10 +105,9 @@ void finish(int64_t r0, int64_t r1, int64_t c0, int32_t a_zp, const VnniPanels& 
 
 void vnni_products_avx512(const uint8_t* a, int64_t lda, int32_t a_zp, const VnniPanels& b,
                           const ProductJobs& jobs, int64_t begin, int64_t end, const VnniEpilogue& epilogue) {
-  const int64_t quads = b.quads(), n = b.n;
+  const int64_t quads = b.quads();
   // Rows of 64 bytes as 16 int32: what PanelPrefetch counts in.
   const int32_t* rows = reinterpret_cast<const int32_t*>(b.data.data());
-  const int32_t* rows_end = rows + (n + 15) / 16 * quads * 16;
   thread_local std::vector<int32_t> t_sums;
   for (int64_t job = begin; job < end; job++) {
     int64_t p, r0, r1;
@@ -119,8 +118,7 @@ void vnni_products_avx512(const uint8_t* a, int64_t lda, int32_t a_zp, const Vnn
     for (int64_t q0 = 0; q0 < quads; q0 += kDepthBlock) {
       const int64_t depth = std::min(kDepthBlock, quads - q0);
       const int32_t* slice = rows + (p * quads + q0) * 16;
-      const bool fetch_next =
-          (q0 + depth < quads || jobs.next_panel_follows()) && (rows_end - slice) / 16 >= 2 * depth;
+      const bool fetch_next = jobs.prefetch_next(p, q0, depth, quads);
       for (int64_t t = 0, r = 0; t < split.tiles; t++) {
         const int count = int(split.size(t));
         const auto prefetch =
